@@ -1,0 +1,547 @@
+//! The Leech lattice Λ24 in integer coordinates (minimum norm 32):
+//!
+//! Λ24 = { x ∈ Z²⁴ : x ≡ m·1 + 2c (mod 4), c ∈ Golay, m ∈ {0,1}, Σx ≡ 4m (mod 8) }.
+//!
+//! Writing x_i = m + 2c_i + 4t_i + 8z_i, the sum condition is Σt ≡ m (mod 2). The decoder
+//! below is exact (maximum-likelihood) under any diagonal weighted squared distance
+//! Σ w_i (y_i − x_i)²: per coordinate it rounds to each residue class mod 8; per 4-row
+//! column it folds the t-parity; per (m, column parity π, hexacodeword) it sums the best
+//! column options and repairs the two parity conditions (top-row parity and t-parity) with
+//! the cheapest one- or two-column change, which is exact because any larger set of
+//! changes contains a zero-sum subset. Candidates whose unrepaired sum already reaches the
+//! best total are pruned (repairs only add). See docs/KAIJU1.md for the tie-breaking rules.
+
+use super::golay::{rep_pattern, HEXACODE};
+use std::sync::OnceLock;
+
+pub const N: usize = 24;
+
+/// A lattice point in integer coordinates.
+pub type Point = [i32; N];
+
+const REP: [[u8; 2]; 4] = {
+    let mut t = [[0u8; 2]; 4];
+    let mut s = 0;
+    while s < 4 {
+        t[s][0] = rep_pattern(s as u8, 0);
+        t[s][1] = rep_pattern(s as u8, 1);
+        s += 1;
+    }
+    t
+};
+
+/// Per-(m, column, score) best option and its three repair penalties.
+#[derive(Clone, Copy, Default)]
+struct Opt {
+    cost: f32,
+    /// bit0: k (complemented pattern), bit1: q (column t-parity)
+    kq: u8,
+    pen: [f32; 4],
+}
+
+/// Weighted nearest point of Λ24 to `y` under Σ w_i (y_i − x_i)². Exact.
+pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
+    // Step 1: for each coordinate and residue r mod 8 the nearest point and its cost.
+    let mut q = [[0i32; 8]; N];
+    let mut c = [[0f32; 8]; N];
+    for i in 0..N {
+        let v = y[i];
+        for r in 0..8 {
+            let k = ((v - r as f32) * 0.125 + 0.5).floor();
+            let p = r as f32 + 8.0 * k;
+            let d = v - p;
+            q[i][r] = p as i32;
+            c[i][r] = w[i] * d * d;
+        }
+    }
+    // Step 2: per m, coordinate, bit b: best t, its cost and the cost of flipping t.
+    // Then per m, column, pattern: base cost, t-parity, cheapest t flip (and its row).
+    let mut col_base = [[[0f32; 16]; 6]; 2];
+    let mut col_tpar = [[[0u8; 16]; 6]; 2];
+    let mut col_dlt = [[[0f32; 16]; 6]; 2];
+    for m in 0..2 {
+        for j in 0..6 {
+            // per row r, bit b: (min cost, t*, delta)
+            let mut mc = [[0f32; 2]; 4];
+            let mut ts = [[0u8; 2]; 4];
+            let mut dl = [[0f32; 2]; 4];
+            for r in 0..4 {
+                let i = 4 * j + r;
+                for b in 0..2 {
+                    let r0 = m + 2 * b;
+                    let (c0, c1) = (c[i][r0], c[i][r0 + 4]);
+                    if c1 < c0 {
+                        mc[r][b] = c1;
+                        ts[r][b] = 1;
+                        dl[r][b] = c0 - c1;
+                    } else {
+                        mc[r][b] = c0;
+                        ts[r][b] = 0;
+                        dl[r][b] = c1 - c0;
+                    }
+                }
+            }
+            for p in 0..16usize {
+                let (b0, b1, b2, b3) = (p & 1, (p >> 1) & 1, (p >> 2) & 1, (p >> 3) & 1);
+                col_base[m][j][p] = mc[0][b0] + mc[1][b1] + mc[2][b2] + mc[3][b3];
+                col_tpar[m][j][p] = ts[0][b0] ^ ts[1][b1] ^ ts[2][b2] ^ ts[3][b3];
+                col_dlt[m][j][p] = dl[0][b0].min(dl[1][b1]).min(dl[2][b2]).min(dl[3][b3]);
+            }
+        }
+    }
+    // Step 3: per (m, π, column, score): the four (k, q) options folded to best + penalties.
+    let mut opts = [[[[Opt::default(); 4]; 6]; 2]; 2];
+    for m in 0..2 {
+        for pi in 0..2 {
+            for j in 0..6 {
+                for s in 0..4 {
+                    let p0 = REP[s][pi] as usize;
+                    let p1 = p0 ^ 15;
+                    let mut cost = [0f32; 4];
+                    for (k, &p) in [p0, p1].iter().enumerate() {
+                        let base = col_base[m][j][p];
+                        let tp = col_tpar[m][j][p] as usize;
+                        let d = col_dlt[m][j][p];
+                        cost[k | (tp << 1)] = base;
+                        cost[k | ((tp ^ 1) << 1)] = base + d;
+                    }
+                    let mut best = 0usize;
+                    for o in 1..4 {
+                        if cost[o] < cost[best] {
+                            best = o;
+                        }
+                    }
+                    let bc = cost[best];
+                    opts[m][pi][j][s] = Opt {
+                        cost: bc,
+                        kq: best as u8,
+                        pen: [0.0, cost[best ^ 1] - bc, cost[best ^ 2] - bc, cost[best ^ 3] - bc],
+                    };
+                }
+            }
+        }
+    }
+    // Step 4: enumerate (m, π, hexacodeword), repair parities, keep the best.
+    let mut best_total = f32::INFINITY;
+    let mut best = (0usize, 0usize, 0usize, [(6usize, 0u8); 2]);
+    for m in 0..2 {
+        for pi in 0..2 {
+            let o = &opts[m][pi];
+            for (hi, h) in HEXACODE.iter().enumerate() {
+                let mut base = 0f32;
+                let mut par = 0u8;
+                for j in 0..6 {
+                    let op = &o[j][h[j] as usize];
+                    base += op.cost;
+                    par ^= op.kq;
+                }
+                if base >= best_total {
+                    continue;
+                }
+                let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
+                let (total, changes) = if off == 0 {
+                    (base, [(6, 0), (6, 0)])
+                } else {
+                    let (fix, ch) = repair(o, h, off);
+                    (base + fix, ch)
+                };
+                if total < best_total {
+                    best_total = total;
+                    best = (m, pi, hi, changes);
+                }
+            }
+        }
+    }
+    // Reconstruct.
+    let (m, pi, hi, changes) = best;
+    let h = &HEXACODE[hi];
+    let mut x = [0i32; N];
+    for j in 0..6 {
+        let op = &opts[m][pi][j][h[j] as usize];
+        let mut kq = op.kq;
+        for &(cj, t) in &changes {
+            if cj == j {
+                kq ^= t;
+            }
+        }
+        let mut p = REP[h[j] as usize][pi];
+        if kq & 1 == 1 {
+            p ^= 15;
+        }
+        let want_q = (kq >> 1) & 1;
+        // per-row best t and the cheapest row to flip
+        let mut t = [0u8; 4];
+        let mut tpar = 0u8;
+        let mut flip_row = 0usize;
+        let mut flip_cost = f32::INFINITY;
+        for r in 0..4 {
+            let i = 4 * j + r;
+            let b = ((p >> r) & 1) as usize;
+            let r0 = m + 2 * b;
+            let (c0, c1) = (c[i][r0], c[i][r0 + 4]);
+            let (tt, d) = if c1 < c0 { (1u8, c0 - c1) } else { (0u8, c1 - c0) };
+            t[r] = tt;
+            tpar ^= tt;
+            if d < flip_cost {
+                flip_cost = d;
+                flip_row = r;
+            }
+        }
+        if tpar != want_q {
+            t[flip_row] ^= 1;
+        }
+        for r in 0..4 {
+            let i = 4 * j + r;
+            let b = ((p >> r) & 1) as usize;
+            x[i] = q[i][m + 2 * b + 4 * t[r] as usize];
+        }
+    }
+    x
+}
+
+/// Cheapest change of at most two columns whose parity changes sum to `off` (1..=3).
+#[inline]
+fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
+    let mut fix = f32::INFINITY;
+    let mut ch = [(6usize, 0u8), (6, 0)];
+    for j in 0..6 {
+        let p = o[j][h[j] as usize].pen[off as usize];
+        if p < fix {
+            fix = p;
+            ch = [(j, off), (6, 0)];
+        }
+    }
+    // the two other nonzero change types
+    let (u, v) = match off {
+        1 => (2u8, 3u8),
+        2 => (1, 3),
+        _ => (1, 2),
+    };
+    for j in 0..6 {
+        let pj = o[j][h[j] as usize].pen[u as usize];
+        if pj >= fix {
+            continue;
+        }
+        for l in 0..6 {
+            if l == j {
+                continue;
+            }
+            let s = pj + o[l][h[l] as usize].pen[v as usize];
+            if s < fix {
+                fix = s;
+                ch = [(j, u), (l, v)];
+            }
+        }
+    }
+    (fix, ch)
+}
+
+/// Unweighted nearest point.
+pub fn decode_unweighted(y: &[f32; N]) -> Point {
+    decode(y, &[1.0; N])
+}
+
+/// Is `x` a point of Λ24?
+pub fn is_lattice_point(x: &Point) -> bool {
+    let m = x[0].rem_euclid(2);
+    if x.iter().any(|v| v.rem_euclid(2) != m) {
+        return false;
+    }
+    let mut mask = 0u32;
+    for (i, v) in x.iter().enumerate() {
+        if ((v - m) / 2).rem_euclid(2) == 1 {
+            mask |= 1 << i;
+        }
+    }
+    let sum: i32 = x.iter().sum();
+    super::golay::is_codeword(mask) && sum.rem_euclid(8) == 4 * m
+}
+
+pub fn norm(x: &Point) -> i64 {
+    x.iter().map(|&v| (v as i64) * (v as i64)).sum()
+}
+
+/// Upper-triangular integer basis of Λ24 (row k has its pivot at column k, entries after
+/// the pivot reduced to 0..8). Product of pivots = det = 2³⁶.
+pub fn basis() -> &'static [[i32; N]; N] {
+    static B: OnceLock<[[i32; N]; N]> = OnceLock::new();
+    B.get_or_init(build_basis)
+}
+
+fn build_basis() -> [[i32; N]; N] {
+    let mut rows: [Option<[i64; N]>; N] = [None; N];
+    let reduce = |v: &mut [i64; N], from: usize| {
+        for e in v.iter_mut().skip(from) {
+            *e = e.rem_euclid(8);
+        }
+    };
+    let insert = |mut v: [i64; N], rows: &mut [Option<[i64; N]>; N]| {
+        for k in 0..N {
+            if v[k] == 0 {
+                continue;
+            }
+            match rows[k] {
+                None => {
+                    rows[k] = Some(v);
+                    return;
+                }
+                Some(b) => {
+                    let (g, s, t) = ext_gcd(b[k], v[k]);
+                    let mut nb = [0i64; N];
+                    let mut nv = [0i64; N];
+                    for i in 0..N {
+                        nb[i] = s * b[i] + t * v[i];
+                        nv[i] = (v[k] / g) * b[i] - (b[k] / g) * v[i];
+                    }
+                    if nb[k] < 0 {
+                        nb.iter_mut().for_each(|e| *e = -*e);
+                    }
+                    reduce(&mut nb, k + 1);
+                    reduce(&mut nv, k + 1);
+                    rows[k] = Some(nb);
+                    v = nv;
+                }
+            }
+        }
+    };
+    for j in 0..N {
+        let mut e = [0i64; N];
+        e[j] = 8;
+        insert(e, &mut rows);
+    }
+    for j in 1..N {
+        let mut e = [0i64; N];
+        e[0] = 4;
+        e[j] = 4;
+        insert(e, &mut rows);
+    }
+    for cw in super::golay::codewords() {
+        let mut e = [0i64; N];
+        for (i, v) in e.iter_mut().enumerate() {
+            *v = 2 * ((cw >> i) & 1) as i64;
+        }
+        insert(e, &mut rows);
+    }
+    let mut e = [1i64; N];
+    e[0] = -3;
+    insert(e, &mut rows);
+    let mut out = [[0i32; N]; N];
+    for k in 0..N {
+        let r = rows[k].expect("Leech generators span Z^24 rationally");
+        for i in 0..N {
+            out[k][i] = r[i] as i32;
+        }
+    }
+    out
+}
+
+fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
+    // returns (g, s, t) with s·a + t·b = g > 0
+    let (mut r0, mut r1, mut s0, mut s1, mut t0, mut t1) = (a, b, 1i64, 0i64, 0i64, 1i64);
+    while r1 != 0 {
+        let qt = r0.div_euclid(r1);
+        (r0, r1) = (r1, r0 - qt * r1);
+        (s0, s1) = (s1, s0 - qt * s1);
+        (t0, t1) = (t1, t0 - qt * t1);
+    }
+    if r0 < 0 {
+        (-r0, -s0, -t0)
+    } else {
+        (r0, s0, t0)
+    }
+}
+
+/// 48-bit index of the class of `x` in Λ24/4Λ24: basis coordinates mod 4, two bits each,
+/// coordinate k at bits 2k..2k+1.
+pub fn index_of(x: &Point) -> u64 {
+    let b = basis();
+    let mut r = [0i64; N];
+    for i in 0..N {
+        r[i] = x[i] as i64;
+    }
+    let mut idx = 0u64;
+    for k in 0..N {
+        let piv = b[k][k] as i64;
+        debug_assert_eq!(r[k] % piv, 0, "not a lattice point");
+        let u = r[k] / piv;
+        if u != 0 {
+            for i in k..N {
+                r[i] -= u * b[k][i] as i64;
+            }
+        }
+        idx |= (u.rem_euclid(4) as u64) << (2 * k);
+    }
+    idx
+}
+
+/// The canonical representative of an index: the point of its class in the Voronoi cell
+/// of 4Λ24 (x' − 4·Q(x'/4) with Q the unweighted decoder, exact arithmetic).
+pub fn point_of(idx: u64) -> Point {
+    let b = basis();
+    let mut xp = [0i32; N];
+    for k in 0..N {
+        let u = ((idx >> (2 * k)) & 3) as i32;
+        if u != 0 {
+            for i in k..N {
+                xp[i] += u * b[k][i];
+            }
+        }
+    }
+    let mut y = [0f32; N];
+    for i in 0..N {
+        y[i] = xp[i] as f32 * 0.25;
+    }
+    let l = decode_unweighted(&y);
+    let mut x = [0i32; N];
+    for i in 0..N {
+        x[i] = xp[i] - 4 * l[i];
+    }
+    x
+}
+
+/// Points of norm below this are always their own canonical representative.
+pub const SAFE_NORM: i64 = 128;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub struct Rng(pub u64);
+    impl Rng {
+        pub fn next_u64(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        pub fn uniform(&mut self) -> f32 {
+            (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+        }
+        pub fn gauss(&mut self) -> f32 {
+            let u1 = self.uniform().max(1e-7);
+            let u2 = self.uniform();
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+        }
+    }
+
+    /// Brute force over all 8192 (m, c) cosets with the parity repair on t.
+    pub fn brute_force_dist(y: &[f32; N], w: &[f32; N]) -> f32 {
+        let cws = crate::codec::golay::codewords();
+        let mut best = f32::INFINITY;
+        for m in 0..2usize {
+            for &cw in &cws {
+                let mut sum = 0f32;
+                let mut par = 0usize;
+                let mut dmin = f32::INFINITY;
+                for i in 0..N {
+                    let b = ((cw >> i) & 1) as usize;
+                    let cost = |r: usize| {
+                        let v = y[i];
+                        let p = r as f32 + 8.0 * ((v - r as f32) / 8.0 + 0.5).floor();
+                        w[i] * (v - p) * (v - p)
+                    };
+                    let (c0, c1) = (cost(m + 2 * b), cost(m + 2 * b + 4));
+                    if c1 < c0 {
+                        sum += c1;
+                        par ^= 1;
+                    } else {
+                        sum += c0;
+                    }
+                    dmin = dmin.min((c1 - c0).abs());
+                }
+                if par != m {
+                    sum += dmin;
+                }
+                best = best.min(sum);
+            }
+        }
+        best
+    }
+
+    fn dist(y: &[f32; N], w: &[f32; N], x: &Point) -> f32 {
+        (0..N).map(|i| w[i] * (y[i] - x[i] as f32).powi(2)).sum()
+    }
+
+    #[test]
+    fn decoder_is_exact_against_brute_force() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for trial in 0..300 {
+            let mut y = [0f32; N];
+            let mut w = [1f32; N];
+            let scale = [2.0, 4.0, 8.0, 16.0][trial % 4];
+            for i in 0..N {
+                y[i] = rng.gauss() * scale;
+                if trial % 2 == 1 {
+                    w[i] = (rng.gauss() * 1.5).exp();
+                }
+            }
+            let x = decode(&y, &w);
+            assert!(is_lattice_point(&x), "trial {trial}: not in Λ24: {x:?}");
+            let d = dist(&y, &w, &x);
+            let bf = brute_force_dist(&y, &w);
+            assert!((d - bf).abs() <= 1e-4 * bf.max(1.0), "trial {trial}: decoder {d} vs brute force {bf}");
+        }
+    }
+
+    #[test]
+    fn lattice_point_is_fixed_and_min_norm() {
+        let b = basis();
+        let det: i64 = (0..N).map(|k| b[k][k] as i64).product();
+        assert_eq!(det, 1 << 36);
+        for row in b.iter() {
+            assert!(is_lattice_point(row));
+            let y: [f32; N] = std::array::from_fn(|i| row[i] as f32);
+            assert_eq!(decode_unweighted(&y), *row);
+        }
+        // a minimal vector: (4, 4, 0, ...) has norm 32
+        let mut v = [0i32; N];
+        v[0] = 4;
+        v[5] = -4;
+        assert!(is_lattice_point(&v));
+        assert_eq!(norm(&v), 32);
+    }
+
+    #[test]
+    fn mean_squared_error_on_uniform_input_matches_leech_second_moment() {
+        // 8·G(Λ24) ≈ 0.5262 per dimension in this integer scaling (G ≈ 0.06577).
+        let mut rng = Rng(42);
+        let mut tot = 0f64;
+        let n = 4000;
+        for _ in 0..n {
+            let y: [f32; N] = std::array::from_fn(|_| rng.uniform() * 64.0 - 32.0);
+            let x = decode_unweighted(&y);
+            tot += dist(&y, &[1.0; N], &x) as f64;
+        }
+        let per_dim_std = tot / (n * N) as f64;
+        assert!((per_dim_std - 0.5262).abs() < 0.01, "{per_dim_std}");
+    }
+
+    #[test]
+    fn index_round_trip_in_the_voronoi_cell() {
+        let mut rng = Rng(7);
+        let mut moved = 0;
+        for _ in 0..2000 {
+            let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * 2.7);
+            let x = decode_unweighted(&y);
+            let idx = index_of(&x);
+            assert!(idx < 1 << 48);
+            let xr = point_of(idx);
+            assert!(is_lattice_point(&xr));
+            // same class mod 4Λ24
+            let d: Point = std::array::from_fn(|i| x[i] - xr[i]);
+            assert!(d.iter().all(|v| v % 4 == 0));
+            let q: Point = std::array::from_fn(|i| d[i] / 4);
+            assert!(is_lattice_point(&q));
+            if norm(&x) < SAFE_NORM {
+                assert_eq!(x, xr);
+            }
+            if x != xr {
+                moved += 1;
+                assert!(norm(&xr) <= norm(&x) + 1, "representative must not be longer");
+            }
+            // canonical: representative of the representative is itself
+            assert_eq!(point_of(index_of(&xr)), xr);
+        }
+        assert!(moved < 2000);
+    }
+}

@@ -1,0 +1,4 @@
+pub mod codec;
+pub mod fsutil;
+pub mod gguf;
+pub mod imatrix;
