@@ -1,4 +1,16 @@
+//! kaiju-tui: the control room and KAIJU1 encoder of a model-zoo quantization campaign.
+//!
+//! Modules by responsibility (see docs/ARCHITECTURE.md):
+//! - [`gguf`], [`imatrix`]: knot / GGUF I/O and importance matrices
+//! - [`codec`]: the KAIJU1 Leech-lattice codec
+//! - [`encode`], [`convert`], [`inspect`]: the encoder core and file tools
+
+pub mod cli;
 pub mod codec;
+pub mod convert;
+pub mod encode;
 pub mod fsutil;
 pub mod gguf;
 pub mod imatrix;
+pub mod inspect;
+pub mod progress;

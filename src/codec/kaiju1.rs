@@ -1,2 +1,426 @@
-pub fn row_bytes(n: usize) -> usize { let nb = n.div_ceil(24); nb.div_ceil(8) * 6 + nb * 6 }
-pub fn dequantize(_s: &[u8], _n: usize, _d: &mut [f32]) -> Result<(), std::io::Error> { todo!() }
+//! KAIJU1 row format (docs/KAIJU1.md): rows are cut into blocks of 24 weights (the last one
+//! zero-padded with importance 0), blocks are grouped 8 to a super-block, and a super-block
+//! is `f16 d | 4 bytes of 4-bit scale codes | 6-byte Voronoi index per block`. Block b of a
+//! super-block reconstructs as `d · 2^(−code_b/8) · point_of(index_b)`.
+
+use super::leech::{self, N};
+use half::f16;
+use rayon::prelude::*;
+
+pub const VERSION: u32 = 1;
+pub const BLOCK: usize = N;
+pub const GROUP: usize = 8;
+pub const HEADER_BYTES: usize = 6;
+pub const INDEX_BYTES: usize = 6;
+/// Target RMS of a block in lattice units at its scale estimate (tuned on Gaussian data).
+pub const LOAD: f32 = 2.8;
+
+/// Super-block scale headroom over the largest block estimate (lets that block coarsen).
+pub const HEADROOM: f32 = 1.414_213_5;
+/// Importance floor (fraction of the block mean) used by the decoder so that coordinates
+/// of negligible importance stay near their value and the point stays inside the cell.
+pub const DECODE_FLOOR: f32 = 0.25;
+
+/// 2^(−c/8) for the 16 scale codes.
+pub static STEP: [f32; 16] = {
+    // 2^(-c/8) computed at compile time is not possible with powf; the values are exact to f32.
+    [
+        1.0, 0.917_004_04, 0.840_896_4, 0.771_105_4, 0.707_106_77, 0.648_419_8, 0.594_603_55, 0.545_253_9,
+        0.5, 0.458_502_02, 0.420_448_2, 0.385_552_7, 0.353_553_38, 0.324_209_9, 0.297_301_78, 0.272_626_95,
+    ]
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KaijuError {
+    #[error("KAIJU1 tensor data is {have} bytes, expected {want} for rows of {ne0}")]
+    Size { have: usize, want: usize, ne0: usize },
+}
+
+/// Encoder knobs.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    /// Scale codes tried on each side of a block's estimate (0 = estimate only).
+    pub search: u8,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions { search: 0 }
+    }
+}
+
+/// Error sums of an encoded region (f64): weighted and plain.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ErrStats {
+    pub werr: f64,
+    pub wsig: f64,
+    pub err: f64,
+    pub sig: f64,
+    pub decodes: u64,
+}
+
+impl ErrStats {
+    pub fn add(&mut self, o: &ErrStats) {
+        self.werr += o.werr;
+        self.wsig += o.wsig;
+        self.err += o.err;
+        self.sig += o.sig;
+        self.decodes += o.decodes;
+    }
+    pub fn weighted_rel_mse(&self) -> f64 {
+        if self.wsig > 0.0 {
+            self.werr / self.wsig
+        } else {
+            0.0
+        }
+    }
+    pub fn rel_mse(&self) -> f64 {
+        if self.sig > 0.0 {
+            self.err / self.sig
+        } else {
+            0.0
+        }
+    }
+    pub fn sqnr_db(&self) -> f64 {
+        -10.0 * self.rel_mse().max(1e-30).log10()
+    }
+    pub fn weighted_sqnr_db(&self) -> f64 {
+        -10.0 * self.weighted_rel_mse().max(1e-30).log10()
+    }
+}
+
+pub fn blocks_per_row(n: usize) -> usize {
+    n.div_ceil(BLOCK)
+}
+
+/// Bytes of one encoded row of `n` weights.
+pub fn row_bytes(n: usize) -> usize {
+    let nb = blocks_per_row(n);
+    nb.div_ceil(GROUP) * HEADER_BYTES + nb * INDEX_BYTES
+}
+
+/// Bits per weight of a row of `n` weights.
+pub fn bpw(n: usize) -> f64 {
+    row_bytes(n) as f64 * 8.0 / n as f64
+}
+
+fn put48(out: &mut [u8], v: u64) {
+    out[..6].copy_from_slice(&v.to_le_bytes()[..6]);
+}
+
+fn get48(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a[..6].copy_from_slice(&b[..6]);
+    u64::from_le_bytes(a)
+}
+
+/// Encode one row. `imp` are the per-column importances (same length as `w`).
+pub fn encode_row(w: &[f32], imp: &[f32], opts: EncodeOptions, out: &mut [u8]) -> ErrStats {
+    debug_assert_eq!(w.len(), imp.len());
+    debug_assert_eq!(out.len(), row_bytes(w.len()));
+    let nb = blocks_per_row(w.len());
+    let mut st = ErrStats::default();
+    let mut pos = 0usize;
+    for g0 in (0..nb).step_by(GROUP) {
+        let k = GROUP.min(nb - g0);
+        let mut ys = [[0f32; N]; GROUP];
+        let mut hs = [[0f32; N]; GROUP];
+        for b in 0..k {
+            let start = (g0 + b) * BLOCK;
+            let end = (start + BLOCK).min(w.len());
+            ys[b][..end - start].copy_from_slice(&w[start..end]);
+            hs[b][..end - start].copy_from_slice(&imp[start..end]);
+        }
+        let (hdr, rest) = out[pos..].split_at_mut(HEADER_BYTES);
+        encode_group(&ys[..k], &hs[..k], opts, hdr, &mut rest[..k * INDEX_BYTES], &mut st);
+        pos += HEADER_BYTES + k * INDEX_BYTES;
+    }
+    st
+}
+
+fn wrms(y: &[f32; N], h: &[f32; N]) -> f32 {
+    let (mut a, mut b) = (0f32, 0f32);
+    for i in 0..N {
+        a += h[i] * y[i] * y[i];
+        b += h[i];
+    }
+    if b > 0.0 {
+        (a / b).sqrt()
+    } else {
+        0.0
+    }
+}
+
+fn encode_group(ys: &[[f32; N]], hs: &[[f32; N]], opts: EncodeOptions, hdr: &mut [u8], idx_out: &mut [u8], st: &mut ErrStats) {
+    let k = ys.len();
+    let r = opts.search as i32;
+    let mut s0 = [0f32; GROUP];
+    for b in 0..k {
+        s0[b] = wrms(&ys[b], &hs[b]) / LOAD;
+    }
+    let smax = s0[..k].iter().cloned().fold(0f32, f32::max);
+    let d = if smax > 0.0 {
+        let v = f16::from_f32((smax * HEADROOM).min(65504.0));
+        if v.to_f32() > 0.0 {
+            v
+        } else {
+            f16::from_bits(1)
+        }
+    } else {
+        f16::ZERO
+    };
+    let df = d.to_f32();
+    hdr[..2].copy_from_slice(&d.to_le_bytes());
+    let mut codes = [0u8; GROUP];
+    for b in 0..k {
+        let (y, h) = (&ys[b], &hs[b]);
+        let best = if s0[b] > 0.0 && df > 0.0 { search_block(y, h, df, s0[b], r, st) } else { (0.0, 15u8, 0u64) };
+        codes[b] = best.1;
+        put48(&mut idx_out[b * INDEX_BYTES..], best.2);
+        // stats against the actual reconstruction
+        let s = df * STEP[best.1 as usize];
+        let x = leech::point_of(best.2);
+        for i in 0..N {
+            let e = (y[i] - s * x[i] as f32) as f64;
+            let hv = h[i] as f64;
+            let yv = y[i] as f64;
+            st.werr += hv * e * e;
+            st.wsig += hv * yv * yv;
+            st.err += e * e;
+            st.sig += yv * yv;
+        }
+    }
+    for b in 0..GROUP / 2 {
+        hdr[2 + b] = codes[2 * b] | (codes[2 * b + 1] << 4);
+    }
+}
+
+/// One scale candidate: its code, the nearest lattice point and the lower bound of its error
+/// (exact unless the point lies outside the Voronoi cell of 4Λ24).
+struct Cand {
+    lb: f32,
+    code: u8,
+    x: leech::Point,
+}
+
+fn try_code(y: &[f32; N], h: &[f32; N], hd: &[f32; N], df: f32, c: u8, st: &mut ErrStats) -> Cand {
+    let s = df * STEP[c as usize];
+    let inv = 1.0 / s;
+    let yy: [f32; N] = std::array::from_fn(|i| y[i] * inv);
+    let x = leech::decode(&yy, hd);
+    st.decodes += 1;
+    let lb = (0..N).map(|i| h[i] * (y[i] - s * x[i] as f32).powi(2)).sum();
+    Cand { lb, code: c, x }
+}
+
+/// True error, canonical index, and whether the point was already canonical.
+fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, st: &mut ErrStats) -> (f32, u64, bool) {
+    let idx = leech::index_of(&c.x);
+    if leech::norm(&c.x) < leech::SAFE_NORM {
+        return (c.lb, idx, true);
+    }
+    let xr = leech::point_of(idx);
+    st.decodes += 1;
+    if xr == c.x {
+        return (c.lb, idx, true);
+    }
+    let s = df * STEP[c.code as usize];
+    ((0..N).map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2)).sum(), idx, false)
+}
+
+/// Choose the scale code and lattice point of one block: codes within `r` of the
+/// estimate, best by exact error; if every one overloads the Voronoi cell, coarser codes
+/// are tried until one fits.
+fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut ErrStats) -> (f32, u8, u64) {
+    let hmean = h.iter().sum::<f32>() / N as f32;
+    let hd: [f32; N] = std::array::from_fn(|i| h[i] + DECODE_FLOOR * hmean);
+    let c0 = (8.0 * (df / s0).log2()).round() as i32;
+    let lo = (c0 - r).clamp(0, 15);
+    let hi = (c0 + r).clamp(0, 15);
+    let lo = lo.min(hi);
+    let mut cands: Vec<Cand> = (lo..=hi).map(|c| try_code(y, h, &hd, df, c as u8, st)).collect();
+    // Refit: the least-squares scale of the best point so far suggests one more code.
+    if let Some(b) = cands.iter().min_by(|a, b| a.lb.total_cmp(&b.lb)) {
+        let (mut num, mut den) = (0f32, 0f32);
+        for i in 0..N {
+            num += h[i] * y[i] * b.x[i] as f32;
+            den += h[i] * (b.x[i] as f32) * (b.x[i] as f32);
+        }
+        if num > 0.0 && den > 0.0 {
+            let c1 = (8.0 * (df * den / num).log2()).round().clamp(0.0, 15.0) as i32;
+            if !(lo..=hi).contains(&c1) {
+                cands.push(try_code(y, h, &hd, df, c1 as u8, st));
+            }
+        }
+    }
+    cands.sort_by(|a, b| a.lb.total_cmp(&b.lb));
+    let mut best = (f32::INFINITY, 15u8, 0u64);
+    let mut fits = false;
+    for c in &cands {
+        if c.lb >= best.0 {
+            break;
+        }
+        let (err, idx, ok) = realise(y, h, df, c, st);
+        if err < best.0 {
+            best = (err, c.code, idx);
+            fits = ok;
+        }
+    }
+    if !fits {
+        for c in (0..lo).rev() {
+            let cand = try_code(y, h, &hd, df, c as u8, st);
+            let (err, idx, ok) = realise(y, h, df, &cand, st);
+            if err < best.0 {
+                best = (err, cand.code, idx);
+            }
+            if ok {
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Decode one row of `out.len()` weights.
+pub fn decode_row(src: &[u8], out: &mut [f32]) {
+    let n = out.len();
+    let nb = blocks_per_row(n);
+    let mut pos = 0usize;
+    for g0 in (0..nb).step_by(GROUP) {
+        let k = GROUP.min(nb - g0);
+        let d = f16::from_le_bytes([src[pos], src[pos + 1]]).to_f32();
+        for b in 0..k {
+            let code = (src[pos + 2 + b / 2] >> (4 * (b % 2))) & 15;
+            let s = d * STEP[code as usize];
+            let idx = get48(&src[pos + HEADER_BYTES + b * INDEX_BYTES..]);
+            let x = if idx == 0 { [0; N] } else { leech::point_of(idx) };
+            let start = (g0 + b) * BLOCK;
+            let end = (start + BLOCK).min(n);
+            for (i, o) in out[start..end].iter_mut().enumerate() {
+                *o = s * x[i] as f32;
+            }
+        }
+        pos += HEADER_BYTES + k * INDEX_BYTES;
+    }
+}
+
+/// Dequantize a whole KAIJU1 tensor (rows of `ne0`), parallel over rows.
+pub fn dequantize(src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), KaijuError> {
+    let rb = row_bytes(ne0);
+    let rows = dst.len() / ne0.max(1);
+    if src.len() != rb * rows || dst.len() != rows * ne0 {
+        return Err(KaijuError::Size { have: src.len(), want: rb * rows, ne0 });
+    }
+    dst.par_chunks_mut(ne0).zip(src.par_chunks(rb)).for_each(|(o, s)| decode_row(s, o));
+    Ok(())
+}
+
+/// Encode a whole tensor of `rows × ne0` weights, parallel over rows. `imp_for_row(r)`
+/// gives the importance vector of row r (per-expert for MoE tensors).
+pub fn encode_tensor<'a, F>(w: &[f32], ne0: usize, imp_for_row: F, opts: EncodeOptions) -> (Vec<u8>, ErrStats)
+where
+    F: Fn(usize) -> &'a [f32] + Sync,
+{
+    let rb = row_bytes(ne0);
+    let rows = w.len() / ne0;
+    let mut out = vec![0u8; rb * rows];
+    let st = out
+        .par_chunks_mut(rb)
+        .zip(w.par_chunks(ne0))
+        .enumerate()
+        .map(|(r, (o, row))| encode_row(row, imp_for_row(r), opts, o))
+        .reduce(ErrStats::default, |mut a, b| {
+            a.add(&b);
+            a
+        });
+    (out, st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::leech::tests::Rng;
+
+    fn gaussian_rows(n: usize, rows: usize, seed: u64) -> Vec<f32> {
+        let mut rng = Rng(seed);
+        (0..n * rows).map(|_| rng.gauss() * 0.02).collect()
+    }
+
+    #[test]
+    fn step_table_is_exact() {
+        for (c, &s) in STEP.iter().enumerate() {
+            assert!((s - 2f32.powf(-(c as f32) / 8.0)).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn row_layout_and_bpw() {
+        assert_eq!(row_bytes(576), 3 * 6 + 24 * 6);
+        assert!((bpw(576) - 2.25).abs() < 1e-12);
+        assert!((bpw(1536) - 2.25).abs() < 1e-12);
+        // 4096 = 170 blocks + a 16-weight tail block
+        assert_eq!(blocks_per_row(4096), 171);
+        assert_eq!(row_bytes(4096), 22 * 6 + 171 * 6);
+        assert!(bpw(4096) < 2.27);
+    }
+
+    #[test]
+    fn gaussian_sqnr_within_one_db_of_the_rate_distortion_bound() {
+        let n = 1536;
+        let w = gaussian_rows(n, 64, 99);
+        let imp = vec![1f32; n];
+        let (_, st) = encode_tensor(&w, n, |_| &imp, EncodeOptions::default());
+        let sqnr = st.sqnr_db();
+        // codebook rate: 48 bits / 24 weights = 2.0 bpw → bound 12.04 dB
+        assert!(sqnr > 12.04 - 1.0, "SQNR {sqnr:.2} dB");
+    }
+
+    #[test]
+    fn round_trip_matches_encoder_statistics_and_tail_rows() {
+        for &n in &[576usize, 4096 + 8, 40, 7] {
+            let w = gaussian_rows(n, 50, n as u64);
+            let mut rng = Rng(5);
+            let imp: Vec<f32> = (0..n).map(|_| (rng.gauss()).exp()).collect();
+            let (bytes, st) = encode_tensor(&w, n, |_| &imp, EncodeOptions::default());
+            assert_eq!(bytes.len(), 50 * row_bytes(n));
+            let mut back = vec![0f32; w.len()];
+            dequantize(&bytes, n, &mut back).unwrap();
+            let werr: f64 = w
+                .iter()
+                .zip(&back)
+                .enumerate()
+                .map(|(i, (a, b))| imp[i % n] as f64 * ((a - b) as f64).powi(2))
+                .sum();
+            assert!((werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12), "{werr} vs {}", st.werr);
+            assert!(st.weighted_rel_mse() < 0.2, "n={n}: {}", st.weighted_rel_mse());
+        }
+    }
+
+    #[test]
+    fn imatrix_weighting_lowers_weighted_error() {
+        let n = 768;
+        let w = gaussian_rows(n, 32, 3);
+        let mut rng = Rng(11);
+        let imp: Vec<f32> = (0..n).map(|_| (rng.gauss() * 1.0).exp()).collect();
+        let ones = vec![1f32; n];
+        let (a, _) = encode_tensor(&w, n, |_| &imp, EncodeOptions::default());
+        let (b, _) = encode_tensor(&w, n, |_| &ones, EncodeOptions::default());
+        let werr = |bytes: &[u8]| {
+            let mut back = vec![0f32; w.len()];
+            dequantize(bytes, n, &mut back).unwrap();
+            w.iter().zip(&back).enumerate().map(|(i, (x, y))| imp[i % n] as f64 * ((x - y) as f64).powi(2)).sum::<f64>()
+        };
+        assert!(werr(&a) < 0.9 * werr(&b), "{} vs {}", werr(&a), werr(&b));
+    }
+
+    #[test]
+    fn zero_rows_encode_to_zero() {
+        let w = vec![0f32; 48];
+        let imp = vec![1f32; 48];
+        let (bytes, st) = encode_tensor(&w, 48, |_| &imp, EncodeOptions::default());
+        let mut back = vec![1f32; 48];
+        dequantize(&bytes, 48, &mut back).unwrap();
+        assert!(back.iter().all(|&v| v == 0.0));
+        assert_eq!(st.err, 0.0);
+    }
+}

@@ -39,71 +39,76 @@ struct Opt {
     pen: [f32; 4],
 }
 
+#[inline(always)]
+fn floor_i32(v: f32) -> i32 {
+    let t = v as i32;
+    t - ((v < t as f32) as i32)
+}
+
 /// Weighted nearest point of Λ24 to `y` under Σ w_i (y_i − x_i)². Exact.
 pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
-    // Step 1: for each coordinate and residue r mod 8 the nearest point and its cost.
-    let mut q = [[0i32; 8]; N];
-    let mut c = [[0f32; 8]; N];
+    // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
+    // (ties to the upper point) and that point as base + r + 8·adj.
+    let mut base = [0i32; N];
+    let mut cst = [[0f32; 8]; N];
+    let mut adj = [[0i8; 8]; N];
     for i in 0..N {
         let v = y[i];
+        let b = 8 * floor_i32(v * 0.125);
+        let u = v - b as f32;
+        base[i] = b;
+        let wi = w[i];
         for r in 0..8 {
-            let k = ((v - r as f32) * 0.125 + 0.5).floor();
-            let p = r as f32 + 8.0 * k;
-            let d = v - p;
-            q[i][r] = p as i32;
-            c[i][r] = w[i] * d * d;
+            let d0 = u - r as f32;
+            let a = (d0 >= 4.0) as i8 - (d0 < -4.0) as i8;
+            let d = d0 - 8.0 * a as f32;
+            cst[i][r] = wi * d * d;
+            adj[i][r] = a;
         }
     }
-    // Step 2: per m, coordinate, bit b: best t, its cost and the cost of flipping t.
-    // Then per m, column, pattern: base cost, t-parity, cheapest t flip (and its row).
-    let mut col_base = [[[0f32; 16]; 6]; 2];
-    let mut col_tpar = [[[0u8; 16]; 6]; 2];
-    let mut col_dlt = [[[0f32; 16]; 6]; 2];
+    // Steps 2–3: per m and column, fold t (t-parity via cheapest flip), then per
+    // (π, score) the four (k, q) options into best + three repair penalties.
+    let mut opts = [[[[Opt::default(); 4]; 6]; 2]; 2];
+    let mut lb = [[0f32; 2]; 2];
     for m in 0..2 {
         for j in 0..6 {
-            // per row r, bit b: (min cost, t*, delta)
             let mut mc = [[0f32; 2]; 4];
             let mut ts = [[0u8; 2]; 4];
             let mut dl = [[0f32; 2]; 4];
             for r in 0..4 {
-                let i = 4 * j + r;
+                let c = &cst[4 * j + r];
                 for b in 0..2 {
                     let r0 = m + 2 * b;
-                    let (c0, c1) = (c[i][r0], c[i][r0 + 4]);
-                    if c1 < c0 {
-                        mc[r][b] = c1;
-                        ts[r][b] = 1;
-                        dl[r][b] = c0 - c1;
-                    } else {
-                        mc[r][b] = c0;
-                        ts[r][b] = 0;
-                        dl[r][b] = c1 - c0;
-                    }
+                    let (c0, c1) = (c[r0], c[r0 + 4]);
+                    let t = c1 < c0;
+                    mc[r][b] = if t { c1 } else { c0 };
+                    ts[r][b] = t as u8;
+                    dl[r][b] = (c1 - c0).abs();
                 }
             }
-            for p in 0..16usize {
-                let (b0, b1, b2, b3) = (p & 1, (p >> 1) & 1, (p >> 2) & 1, (p >> 3) & 1);
-                col_base[m][j][p] = mc[0][b0] + mc[1][b1] + mc[2][b2] + mc[3][b3];
-                col_tpar[m][j][p] = ts[0][b0] ^ ts[1][b1] ^ ts[2][b2] ^ ts[3][b3];
-                col_dlt[m][j][p] = dl[0][b0].min(dl[1][b1]).min(dl[2][b2]).min(dl[3][b3]);
+            let mut pb = [[0f32; 4]; 2];
+            let mut pt = [[0u8; 4]; 2];
+            let mut pd = [[0f32; 4]; 2];
+            for half in 0..2 {
+                let (r0, r1) = (2 * half, 2 * half + 1);
+                for pa in 0..4 {
+                    let (b0, b1) = (pa & 1, pa >> 1);
+                    pb[half][pa] = mc[r0][b0] + mc[r1][b1];
+                    pt[half][pa] = ts[r0][b0] ^ ts[r1][b1];
+                    pd[half][pa] = dl[r0][b0].min(dl[r1][b1]);
+                }
             }
-        }
-    }
-    // Step 3: per (m, π, column, score): the four (k, q) options folded to best + penalties.
-    let mut opts = [[[[Opt::default(); 4]; 6]; 2]; 2];
-    for m in 0..2 {
-        for pi in 0..2 {
-            for j in 0..6 {
+            for pi in 0..2 {
                 for s in 0..4 {
                     let p0 = REP[s][pi] as usize;
-                    let p1 = p0 ^ 15;
                     let mut cost = [0f32; 4];
-                    for (k, &p) in [p0, p1].iter().enumerate() {
-                        let base = col_base[m][j][p];
-                        let tp = col_tpar[m][j][p] as usize;
-                        let d = col_dlt[m][j][p];
-                        cost[k | (tp << 1)] = base;
-                        cost[k | ((tp ^ 1) << 1)] = base + d;
+                    for (k, p) in [p0, p0 ^ 15].into_iter().enumerate() {
+                        let (lo, hi) = (p & 3, p >> 2);
+                        let bse = pb[0][lo] + pb[1][hi];
+                        let tp = (pt[0][lo] ^ pt[1][hi]) as usize;
+                        let d = pd[0][lo].min(pd[1][hi]);
+                        cost[k | (tp << 1)] = bse;
+                        cost[k | ((tp ^ 1) << 1)] = bse + d;
                     }
                     let mut best = 0usize;
                     for o in 1..4 {
@@ -118,32 +123,39 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
                         pen: [0.0, cost[best ^ 1] - bc, cost[best ^ 2] - bc, cost[best ^ 3] - bc],
                     };
                 }
+                let o = &opts[m][pi][j];
+                lb[m][pi] += o[0].cost.min(o[1].cost).min(o[2].cost).min(o[3].cost);
             }
         }
     }
-    // Step 4: enumerate (m, π, hexacodeword), repair parities, keep the best.
+    // Step 4: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
+    // parities; keep the first strict minimum. (m, π) groups whose lower bound cannot beat
+    // the best so far are skipped, which never changes the result.
     let mut best_total = f32::INFINITY;
     let mut best = (0usize, 0usize, 0usize, [(6usize, 0u8); 2]);
     for m in 0..2 {
         for pi in 0..2 {
+            if lb[m][pi] >= best_total {
+                continue;
+            }
             let o = &opts[m][pi];
             for (hi, h) in HEXACODE.iter().enumerate() {
-                let mut base = 0f32;
+                let mut bsum = 0f32;
                 let mut par = 0u8;
                 for j in 0..6 {
-                    let op = &o[j][h[j] as usize];
-                    base += op.cost;
+                    let op = &o[j][(h[j] & 3) as usize];
+                    bsum += op.cost;
                     par ^= op.kq;
                 }
-                if base >= best_total {
+                if bsum >= best_total {
                     continue;
                 }
                 let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
                 let (total, changes) = if off == 0 {
-                    (base, [(6, 0), (6, 0)])
+                    (bsum, [(6, 0), (6, 0)])
                 } else {
                     let (fix, ch) = repair(o, h, off);
-                    (base + fix, ch)
+                    (bsum + fix, ch)
                 };
                 if total < best_total {
                     best_total = total;
@@ -152,7 +164,7 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
             }
         }
     }
-    // Reconstruct.
+    // Reconstruct the winner.
     let (m, pi, hi, changes) = best;
     let h = &HEXACODE[hi];
     let mut x = [0i32; N];
@@ -169,19 +181,18 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
             p ^= 15;
         }
         let want_q = (kq >> 1) & 1;
-        // per-row best t and the cheapest row to flip
         let mut t = [0u8; 4];
         let mut tpar = 0u8;
         let mut flip_row = 0usize;
         let mut flip_cost = f32::INFINITY;
         for r in 0..4 {
-            let i = 4 * j + r;
-            let b = ((p >> r) & 1) as usize;
-            let r0 = m + 2 * b;
-            let (c0, c1) = (c[i][r0], c[i][r0 + 4]);
-            let (tt, d) = if c1 < c0 { (1u8, c0 - c1) } else { (0u8, c1 - c0) };
-            t[r] = tt;
-            tpar ^= tt;
+            let c = &cst[4 * j + r];
+            let r0 = m + 2 * ((p >> r) & 1) as usize;
+            let (c0, c1) = (c[r0], c[r0 + 4]);
+            let tt = c1 < c0;
+            let d = (c1 - c0).abs();
+            t[r] = tt as u8;
+            tpar ^= tt as u8;
             if d < flip_cost {
                 flip_cost = d;
                 flip_row = r;
@@ -192,8 +203,8 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
         }
         for r in 0..4 {
             let i = 4 * j + r;
-            let b = ((p >> r) & 1) as usize;
-            x[i] = q[i][m + 2 * b + 4 * t[r] as usize];
+            let res = m + 2 * ((p >> r) & 1) as usize + 4 * t[r] as usize;
+            x[i] = base[i] + res as i32 + 8 * adj[i][res] as i32;
         }
     }
     x
@@ -204,8 +215,9 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
 fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
     let mut fix = f32::INFINITY;
     let mut ch = [(6usize, 0u8), (6, 0)];
+    let off = off & 3;
     for j in 0..6 {
-        let p = o[j][h[j] as usize].pen[off as usize];
+        let p = o[j][(h[j] & 3) as usize].pen[off as usize];
         if p < fix {
             fix = p;
             ch = [(j, off), (6, 0)];
@@ -218,7 +230,7 @@ fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
         _ => (1, 2),
     };
     for j in 0..6 {
-        let pj = o[j][h[j] as usize].pen[u as usize];
+        let pj = o[j][(h[j] & 3) as usize].pen[u as usize];
         if pj >= fix {
             continue;
         }
@@ -226,7 +238,7 @@ fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
             if l == j {
                 continue;
             }
-            let s = pj + o[l][h[l] as usize].pen[v as usize];
+            let s = pj + o[l][(h[l] & 3) as usize].pen[v as usize];
             if s < fix {
                 fix = s;
                 ch = [(j, u), (l, v)];

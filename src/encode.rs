@@ -1,0 +1,368 @@
+//! `kaiju-tui --encode`: re-encode every 2D attention/FFN weight that has an imatrix entry
+//! from the f16 truth as KAIJU1, copy every other tensor byte for byte from the base knot.
+
+use crate::codec::kaiju1::{self, EncodeOptions, ErrStats};
+use crate::gguf::{dequant, types, Gguf, GgufWriter, TensorInfo, TensorPlan, Value};
+use crate::imatrix::Imatrix;
+use crate::progress::Progress;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::GgufError),
+    #[error(transparent)]
+    Imatrix(#[from] crate::imatrix::ImatrixError),
+    #[error("the inputs do not describe the same model:\n  - {}", .0.join("\n  - "))]
+    Mismatch(Vec<String>),
+    #[error("{0}")]
+    Dequant(#[from] dequant::DequantError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct EncodeJob {
+    pub f16: PathBuf,
+    pub imatrix: PathBuf,
+    pub base: PathBuf,
+    pub out: PathBuf,
+    pub telemetry: Option<PathBuf>,
+    pub opts: EncodeOptions,
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TensorTelemetry {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub source_type: String,
+    pub weights: u64,
+    pub bpw: f64,
+    pub weighted_rel_mse: f64,
+    pub rel_mse: f64,
+    pub sqnr_db: f64,
+    pub weighted_sqnr_db: f64,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Telemetry {
+    pub kaiju_version: u32,
+    pub codec: String,
+    pub out: String,
+    pub threads: usize,
+    pub search: u8,
+    pub encoded: Vec<TensorTelemetry>,
+    pub copied: Vec<String>,
+    pub totals: Totals,
+    pub sources: Sources,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Totals {
+    pub encoded_tensors: usize,
+    pub copied_tensors: usize,
+    pub encoded_weights: u64,
+    pub bpw: f64,
+    pub weighted_rel_mse: f64,
+    pub rel_mse: f64,
+    pub sqnr_db: f64,
+    pub weighted_sqnr_db: f64,
+    pub encode_seconds: f64,
+    pub wall_seconds: f64,
+    pub weights_per_second: f64,
+    pub weights_per_core_second: f64,
+    pub out_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sources {
+    pub f16_sha256: String,
+    pub imatrix_sha256: String,
+    pub base_sha256: String,
+}
+
+pub const CODEC_NAME: &str = "KAIJU1: Leech lattice Λ24/4Λ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
+
+/// Is this tensor name a 2D attention/FFN matmul weight?
+pub fn is_matmul_weight(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("blk.") else { return false };
+    let Some((layer, tail)) = rest.split_once('.') else { return false };
+    if layer.parse::<u32>().is_err() {
+        return false;
+    }
+    const KINDS: [&str; 13] = [
+        "attn_q.weight",
+        "attn_k.weight",
+        "attn_v.weight",
+        "attn_qkv.weight",
+        "attn_output.weight",
+        "ffn_gate.weight",
+        "ffn_up.weight",
+        "ffn_down.weight",
+        "ffn_gate_up.weight",
+        "ffn_gate_exps.weight",
+        "ffn_up_exps.weight",
+        "ffn_down_exps.weight",
+        "ffn_gate_up_exps.weight",
+    ];
+    KINDS.contains(&tail)
+}
+
+/// The tensors of `base` that will be re-encoded (by name), after checking that the three
+/// inputs agree. Returns every disagreement at once.
+pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>, EncodeError> {
+    let mut problems = Vec::new();
+    let mut selected = Vec::new();
+    for bt in &base.tensors {
+        match f16.tensor(&bt.name) {
+            None => {
+                if is_matmul_weight(&bt.name) {
+                    problems.push(format!("{}: in the base knot but not in the f16 truth {}", bt.name, f16.path.display()))
+                }
+            }
+            Some(ft) if ft.dims != bt.dims => problems.push(format!(
+                "{}: shape {:?} in the f16 truth but {:?} in the base knot",
+                bt.name, ft.dims, bt.dims
+            )),
+            Some(ft) => {
+                if !is_matmul_weight(&bt.name) || bt.dims.len() < 2 {
+                    continue;
+                }
+                let Some(e) = im.entries.get(&bt.name) else { continue };
+                if im.for_tensor(&bt.name, ft.ne0() as usize).is_none() {
+                    problems.push(format!(
+                        "{}: imatrix has {} values ({} columns × {} matrices) but the tensor has {} columns",
+                        bt.name,
+                        e.values.len(),
+                        e.n_cols,
+                        e.n_mat,
+                        ft.ne0()
+                    ));
+                    continue;
+                }
+                let n_mat = if ft.dims.len() >= 3 { ft.dims[2] as usize } else { 1 };
+                let got = im.for_tensor(&bt.name, ft.ne0() as usize).map(|e| e.n_mat).unwrap_or(0);
+                if got != n_mat && got != 1 {
+                    problems.push(format!("{}: imatrix covers {got} experts, tensor has {n_mat}", bt.name));
+                    continue;
+                }
+                if !dequant::supported(ft.ty) {
+                    problems.push(format!("{}: f16 truth stores it as {}, which cannot be read", bt.name, ft.ty.name()));
+                    continue;
+                }
+                selected.push(bt.name.clone());
+            }
+        }
+    }
+    for name in im.entries.keys() {
+        if base.tensor(name).is_none() {
+            problems.push(format!("{name}: has an imatrix entry but is not a tensor of the base knot"));
+        }
+    }
+    if selected.is_empty() && problems.is_empty() {
+        problems.push("no tensor of the base knot is a matmul weight with an imatrix entry".into());
+    }
+    if problems.is_empty() {
+        Ok(selected)
+    } else {
+        Err(EncodeError::Mismatch(problems))
+    }
+}
+
+pub fn sha256_file(path: &Path) -> Result<String, EncodeError> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|source| EncodeError::Io { path: path.into(), source })?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|source| EncodeError::Io { path: path.into(), source })?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// Importances with a floor so that a dead column never makes a block weightless.
+pub fn prepare_importance(raw: &[f32]) -> Vec<f32> {
+    let finite: Vec<f32> = raw.iter().map(|&v| if v.is_finite() && v > 0.0 { v } else { 0.0 }).collect();
+    let mean = finite.iter().map(|&v| v as f64).sum::<f64>() / finite.len().max(1) as f64;
+    if mean <= 0.0 {
+        return vec![1.0; raw.len()];
+    }
+    let floor = (mean * 1e-4) as f32;
+    finite.iter().map(|&v| v.max(floor)).collect()
+}
+
+/// Run the encode job.
+pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
+    let t0 = Instant::now();
+    let f16 = Gguf::open(&job.f16)?;
+    let im = Imatrix::load(&job.imatrix)?;
+    let base = Gguf::open(&job.base)?;
+    let selected = plan_encode(&f16, &im, &base)?;
+    let sel: std::collections::HashSet<&str> = selected.iter().map(|s| s.as_str()).collect();
+
+    let (h1, (h2, h3)) = rayon::join(
+        || sha256_file(&job.f16),
+        || rayon::join(|| sha256_file(&job.imatrix), || sha256_file(&job.base)),
+    );
+    let sources = Sources { f16_sha256: h1?, imatrix_sha256: h2?, base_sha256: h3? };
+
+    let plans: Vec<TensorPlan> = base
+        .tensors
+        .iter()
+        .map(|t| {
+            if sel.contains(t.name.as_str()) {
+                let size = kaiju1::row_bytes(t.ne0() as usize) as u64 * t.n_rows();
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: types::KAIJU1, size }
+            } else {
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size }
+            }
+        })
+        .collect();
+    let enc_weights: u64 = base.tensors.iter().filter(|t| sel.contains(t.name.as_str())).map(|t| t.n_elements()).sum();
+    let enc_bytes: u64 = plans.iter().filter(|p| sel.contains(p.name.as_str())).map(|p| p.size).sum();
+    let bpw = enc_bytes as f64 * 8.0 / enc_weights.max(1) as f64;
+
+    let mut meta: Vec<(String, Value)> = base.metadata.iter().filter(|(k, _)| !k.starts_with("kaiju.")).cloned().collect();
+    meta.push(("kaiju.version".into(), Value::U32(kaiju1::VERSION)));
+    meta.push(("kaiju.codec".into(), Value::str(CODEC_NAME)));
+    meta.push(("kaiju.type_id".into(), Value::U32(types::KAIJU1_TYPE_ID)));
+    meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
+    meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
+    meta.push(("kaiju.encoded_tensors".into(), Value::U32(selected.len() as u32)));
+    meta.push(("kaiju.source.f16_sha256".into(), Value::str(&sources.f16_sha256)));
+    meta.push(("kaiju.source.imatrix_sha256".into(), Value::str(&sources.imatrix_sha256)));
+    meta.push(("kaiju.source.base_sha256".into(), Value::str(&sources.base_sha256)));
+
+    let mut w = GgufWriter::create(&job.out, &meta, plans)?;
+    let mut prog = Progress::new("encode", enc_weights, job.quiet);
+    let mut encoded = Vec::new();
+    let mut copied = Vec::new();
+    let mut total = ErrStats::default();
+    let mut enc_secs = 0f64;
+    for bt in &base.tensors {
+        if !sel.contains(bt.name.as_str()) {
+            w.write_tensor(&bt.name, base.data(bt))?;
+            copied.push(bt.name.clone());
+            continue;
+        }
+        let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
+        let t1 = Instant::now();
+        let st = encode_one(&f16, ft, &im, job.opts, &mut w, &mut prog)?;
+        let secs = t1.elapsed().as_secs_f64();
+        enc_secs += secs;
+        total.add(&st);
+        encoded.push(TensorTelemetry {
+            name: bt.name.clone(),
+            shape: bt.dims.clone(),
+            source_type: ft.ty.name(),
+            weights: bt.n_elements(),
+            bpw: kaiju1::bpw(bt.ne0() as usize),
+            weighted_rel_mse: st.weighted_rel_mse(),
+            rel_mse: st.rel_mse(),
+            sqnr_db: st.sqnr_db(),
+            weighted_sqnr_db: st.weighted_sqnr_db(),
+            seconds: secs,
+        });
+    }
+    w.finish()?;
+    let out_bytes = std::fs::metadata(&job.out).map(|m| m.len()).unwrap_or(0);
+    let threads = rayon::current_num_threads();
+    let tel = Telemetry {
+        kaiju_version: kaiju1::VERSION,
+        codec: CODEC_NAME.into(),
+        out: job.out.display().to_string(),
+        threads,
+        search: job.opts.search,
+        totals: Totals {
+            encoded_tensors: encoded.len(),
+            copied_tensors: copied.len(),
+            encoded_weights: enc_weights,
+            bpw,
+            weighted_rel_mse: total.weighted_rel_mse(),
+            rel_mse: total.rel_mse(),
+            sqnr_db: total.sqnr_db(),
+            weighted_sqnr_db: total.weighted_sqnr_db(),
+            encode_seconds: enc_secs,
+            wall_seconds: t0.elapsed().as_secs_f64(),
+            weights_per_second: enc_weights as f64 / enc_secs.max(1e-9),
+            weights_per_core_second: enc_weights as f64 / enc_secs.max(1e-9) / threads as f64,
+            out_bytes,
+        },
+        encoded,
+        copied,
+        sources,
+    };
+    if let Some(p) = &job.telemetry {
+        let json = serde_json::to_vec_pretty(&tel).expect("telemetry serializes");
+        crate::fsutil::write_atomic(p, &json).map_err(|source| EncodeError::Io { path: p.clone(), source })?;
+    }
+    Ok(tel)
+}
+
+/// Encode one tensor in row chunks (bounded memory) and stream it to the writer.
+fn encode_one(
+    f16: &Gguf,
+    ft: &TensorInfo,
+    im: &Imatrix,
+    opts: EncodeOptions,
+    w: &mut GgufWriter,
+    prog: &mut Progress,
+) -> Result<ErrStats, EncodeError> {
+    let ne0 = ft.ne0() as usize;
+    let rows = ft.n_rows() as usize;
+    let entry = im.for_tensor(&ft.name, ne0).expect("checked by plan_encode");
+    let rows_per_mat = if entry.n_mat > 1 { rows / entry.n_mat } else { rows };
+    let imps: Vec<Vec<f32>> = (0..entry.n_mat).map(|m| prepare_importance(entry.matrix(m))).collect();
+    let src = f16.data(ft);
+    let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
+    let chunk_rows = ((1usize << 22) / ne0).max(1);
+    let mut st = ErrStats::default();
+    let mut buf = vec![0f32; chunk_rows * ne0];
+    for r0 in (0..rows).step_by(chunk_rows) {
+        let nr = chunk_rows.min(rows - r0);
+        let vals = &mut buf[..nr * ne0];
+        dequant::to_f32(ft.ty, &src[r0 * src_row..(r0 + nr) * src_row], ne0, vals)?;
+        let (bytes, s) = kaiju1::encode_tensor(vals, ne0, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts);
+        w.write_part(&bytes)?;
+        st.add(&s);
+        prog.advance((nr * ne0) as u64, &ft.name);
+    }
+    Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_weight_names() {
+        assert!(is_matmul_weight("blk.0.attn_q.weight"));
+        assert!(is_matmul_weight("blk.31.ffn_down.weight"));
+        assert!(is_matmul_weight("blk.3.ffn_up_exps.weight"));
+        assert!(!is_matmul_weight("blk.0.attn_norm.weight"));
+        assert!(!is_matmul_weight("blk.0.attn_q.bias"));
+        assert!(!is_matmul_weight("token_embd.weight"));
+        assert!(!is_matmul_weight("output.weight"));
+        assert!(!is_matmul_weight("blk.x.attn_q.weight"));
+    }
+
+    #[test]
+    fn importance_floor() {
+        assert_eq!(prepare_importance(&[0.0, 0.0]), vec![1.0, 1.0]);
+        let v = prepare_importance(&[0.0, 2.0, f32::NAN]);
+        assert!(v[0] > 0.0 && v[1] == 2.0 && v[2] > 0.0);
+    }
+}
