@@ -54,6 +54,40 @@ pub enum Cmd {
         input: PathBuf,
         output: PathBuf,
     },
+    /// Run the argmax gate (and optional perplexity) on a knot.
+    Gate {
+        #[arg(long)]
+        knot: PathBuf,
+        #[arg(long)]
+        qspec: PathBuf,
+        /// text for ctx-128 perplexity (tokenized with the knot's own tokenizer)
+        #[arg(long)]
+        ppl_text: Option<PathBuf>,
+        /// fail the gate when perplexity exceeds this
+        #[arg(long)]
+        ppl_max: Option<f64>,
+        /// at most this many 128-token chunks
+        #[arg(long, default_value_t = 16)]
+        ppl_chunks: usize,
+        /// human-readable gate log (default: next to the knot, <knot>.gate.log)
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// telemetry JSON to merge the gate result into
+        #[arg(long)]
+        telemetry: Option<PathBuf>,
+    },
+    /// Derive an argmax qspec from an f16 model's own greedy next token.
+    MintGate {
+        #[arg(long)]
+        f16: PathBuf,
+        #[arg(long)]
+        prompt: String,
+        #[arg(long)]
+        id: Option<String>,
+        /// write the qspec here (default: stdout)
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Summarise a GGUF / knot / imatrix.
     Inspect {
         file: PathBuf,
@@ -102,6 +136,26 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             print!("{}", crate::inspect::inspect(&file, with.as_deref())?);
             Ok(exit::OK)
         }
+        Some(Cmd::Gate { knot, qspec, ppl_text, ppl_max, ppl_chunks, log, telemetry }) => {
+            let log = log.unwrap_or_else(|| gate_log_path(&knot));
+            let job = crate::gate::GateJob { knot, qspec, ppl_text, ppl_max, ppl_chunks, log: Some(log.clone()), telemetry };
+            let out = crate::gate::run(&job)?;
+            print!("{}", out.log_text());
+            println!("gate log: {}", log.display());
+            Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
+        }
+        Some(Cmd::MintGate { f16, prompt, id, out }) => {
+            let q = crate::gate::mint(&f16, &prompt, id)?;
+            let json = serde_json::to_string_pretty(&q)? + "\n";
+            match out {
+                Some(p) => {
+                    crate::fsutil::write_atomic(&p, json.as_bytes())?;
+                    println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
+                }
+                None => print!("{json}"),
+            }
+            Ok(exit::OK)
+        }
         None => anyhow::bail!("no mode given; see --help"),
     }
 }
@@ -132,4 +186,10 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         t.out
     );
     Ok(exit::OK)
+}
+
+/// `<knot>.gate.log` beside the knot (`x.knot` → `x.gate.log`).
+pub fn gate_log_path(knot: &std::path::Path) -> PathBuf {
+    let stem = knot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "knot".into());
+    knot.with_file_name(format!("{stem}.gate.log"))
 }

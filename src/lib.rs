@@ -8,7 +8,9 @@
 pub mod cli;
 pub mod codec;
 pub mod convert;
+pub mod campaign;
 pub mod encode;
+pub mod gate;
 pub mod fsutil;
 pub mod gguf;
 pub mod imatrix;
