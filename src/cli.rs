@@ -6,11 +6,48 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "kaiju-tui", version, about = "Control room and KAIJU1 encoder for a model-zoo quantization campaign")]
+#[command(
+    name = "kaiju-tui",
+    version,
+    about = "Control room and KAIJU1 encoder for a model-zoo quantization campaign"
+)]
 pub struct Cli {
+    /// Run one headless watcher tick (for cron): at most one action; dry run unless --submit.
+    #[arg(long, conflicts_with = "encode")]
+    pub tick: bool,
+    /// With --tick: carry the action out (submit the build).
+    #[arg(long)]
+    pub submit: bool,
+    /// With --tick / plan / status: machine-readable JSON output.
+    #[arg(long)]
+    pub json: bool,
     /// Run the KAIJU1 encoder (inside the build container).
     #[arg(long)]
     pub encode: bool,
+    /// Config file (TOML); default $KAIJU_CONFIG or <root>/config.toml.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Local data root (buckets, builds, state); default under the XDG data dir.
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+    /// Queue file (default ./queue.txt).
+    #[arg(long, global = true)]
+    pub queue: Option<PathBuf>,
+    /// qspec directory (default ./qspecs).
+    #[arg(long, global = true)]
+    pub qspecs: Option<PathBuf>,
+    /// Control room: no action that submits, cancels or edits.
+    #[arg(long)]
+    pub readonly: bool,
+    /// Control room: skip confirmation prompts.
+    #[arg(long)]
+    pub yes: bool,
+    /// Control room theme (themes/<name>.toml or built-in dark/light/mono).
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// auto | always | never (NO_COLOR is honoured too).
+    #[arg(long)]
+    pub color: Option<String>,
     #[command(flatten)]
     pub enc: EncodeArgs,
     #[command(subcommand)]
@@ -37,6 +74,12 @@ pub struct EncodeArgs {
     /// scale codes searched on each side of the estimate (quality/speed)
     #[arg(long, default_value_t = 0)]
     pub search: u8,
+    /// Voronoi modulus q of the codebook Λ24/qΛ24: 4 = 2.25 bpw (default), 5 = 2.58, 6 = 2.92
+    #[arg(long, default_value_t = 4)]
+    pub modulus: u32,
+    /// weight the search by importance × sqrt(σ² + w²) (llama.cpp's IQ rule)
+    #[arg(long)]
+    pub magnitude: bool,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,
@@ -47,6 +90,41 @@ pub struct EncodeArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// Per-model and total cost / wall-clock estimates for the queue.
+    Plan,
+    /// The zoo: state and prerequisite checkmarks per model.
+    Status,
+    /// Build substitutions for a model's KAIJU encode build.
+    GateParams {
+        id: String,
+        #[arg(long, default_value = "json", value_parser = ["json", "shell", "gcloud-subst"])]
+        format: String,
+    },
+    /// Hold a model (the watcher skips it).
+    Hold {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Release a held model (back to AUTO-FEED, or --to another state).
+    Unhold {
+        id: String,
+        #[arg(long, default_value = "AUTO-FEED")]
+        to: String,
+    },
+    /// Clear a model's markers so the watcher takes it again.
+    Requeue { id: String },
+    /// Move a model up or down the queue.
+    Move {
+        id: String,
+        #[arg(value_parser = ["up", "down"])]
+        dir: String,
+    },
+    /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship SmolLM2-135M.
+    Demo,
+    /// (internal) execute a local build directory.
+    #[command(hide = true)]
+    RunBuild { dir: PathBuf },
     /// Dequantize a GGUF to F16 (the local feeder's f16 step).
     Convert {
         #[arg(long, default_value = "f16")]
@@ -113,21 +191,46 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("kaiju-tui: error: {e:#}");
-            ExitCode::from(exit::FAILURE)
+            ExitCode::from(crate::commands::exit_code_of(&e))
         }
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Some(t) = cli.enc.threads {
-        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()
+            .ok();
     }
     if cli.encode {
         return run_encode(&cli.enc);
     }
+    if cli.tick {
+        return crate::commands::tick(&cli);
+    }
     match cli.cmd {
+        Some(Cmd::RunBuild { dir }) => {
+            crate::backend::pipeline::run_build(&dir);
+            Ok(exit::OK)
+        }
+        Some(Cmd::Plan) => crate::commands::plan(&cli),
+        Some(Cmd::Status) => crate::commands::status(&cli),
+        Some(Cmd::GateParams { ref id, ref format }) => {
+            crate::commands::gate_params(&cli, id, format)
+        }
+        Some(Cmd::Hold { ref id, ref reason }) => {
+            crate::commands::hold(&cli, id, reason.as_deref())
+        }
+        Some(Cmd::Unhold { ref id, ref to }) => crate::commands::unhold(&cli, id, to),
+        Some(Cmd::Requeue { ref id }) => crate::commands::requeue(&cli, id),
+        Some(Cmd::Move { ref id, ref dir }) => crate::commands::move_model(&cli, id, dir),
+        Some(Cmd::Demo) => crate::commands::demo(&cli),
         Some(Cmd::Convert { to, input, output }) => {
-            anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
+            anyhow::ensure!(
+                to.eq_ignore_ascii_case("f16"),
+                "--to {to:?}: only f16 is supported"
+            );
             let n = crate::convert::to_f16_file(&input, &output, false)?;
             println!("{}: {n} bytes", output.display());
             Ok(exit::OK)
@@ -136,39 +239,81 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             print!("{}", crate::inspect::inspect(&file, with.as_deref())?);
             Ok(exit::OK)
         }
-        Some(Cmd::Gate { knot, qspec, ppl_text, ppl_max, ppl_chunks, log, telemetry }) => {
+        Some(Cmd::Gate {
+            knot,
+            qspec,
+            ppl_text,
+            ppl_max,
+            ppl_chunks,
+            log,
+            telemetry,
+        }) => {
             let log = log.unwrap_or_else(|| gate_log_path(&knot));
-            let job = crate::gate::GateJob { knot, qspec, ppl_text, ppl_max, ppl_chunks, log: Some(log.clone()), telemetry };
+            let job = crate::gate::GateJob {
+                knot,
+                qspec,
+                ppl_text,
+                ppl_max,
+                ppl_chunks,
+                log: Some(log.clone()),
+                telemetry,
+            };
             let out = crate::gate::run(&job)?;
             print!("{}", out.log_text());
             println!("gate log: {}", log.display());
-            Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
+            Ok(if out.passed() {
+                exit::OK
+            } else {
+                exit::GATE_FAILED
+            })
         }
-        Some(Cmd::MintGate { f16, prompt, id, out }) => {
+        Some(Cmd::MintGate {
+            f16,
+            prompt,
+            id,
+            out,
+        }) => {
             let q = crate::gate::mint(&f16, &prompt, id)?;
             let json = serde_json::to_string_pretty(&q)? + "\n";
             match out {
                 Some(p) => {
                     crate::fsutil::write_atomic(&p, json.as_bytes())?;
-                    println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
+                    println!(
+                        "{}: expect_token {} on {:?}",
+                        p.display(),
+                        q.expect_token,
+                        q.prompt_tokens
+                    );
                 }
                 None => print!("{json}"),
             }
             Ok(exit::OK)
         }
-        None => anyhow::bail!("no mode given; see --help"),
+        None => crate::commands::tui(&cli),
     }
 }
 
 fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
-    let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
+    let need = |v: &Option<PathBuf>, f: &str| {
+        v.clone()
+            .ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"))
+    };
     let job = crate::encode::EncodeJob {
         f16: need(&a.f16, "f16")?,
         imatrix: need(&a.imatrix, "imatrix")?,
         base: need(&a.base, "base")?,
         out: need(&a.out, "out")?,
         telemetry: a.telemetry.clone(),
-        opts: EncodeOptions { search: a.search },
+        opts: EncodeOptions {
+            variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--modulus {}: expected 4 (2.25 bpw), 5 (2.58 bpw) or 6 (2.92 bpw)",
+                    a.modulus
+                )
+            })?,
+            search: a.search,
+            magnitude: a.magnitude,
+        },
         quiet: a.quiet,
     };
     let t = crate::encode::run(&job)?;
@@ -190,6 +335,9 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
 
 /// `<knot>.gate.log` beside the knot (`x.knot` → `x.gate.log`).
 pub fn gate_log_path(knot: &std::path::Path) -> PathBuf {
-    let stem = knot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "knot".into());
+    let stem = knot
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "knot".into());
     knot.with_file_name(format!("{stem}.gate.log"))
 }

@@ -20,7 +20,9 @@ fn human(b: u64) -> String {
 
 /// Summarise `path`; with `model`, an imatrix's coverage of that model's matmul weights.
 pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
-    let bytes_head = std::fs::read(path).map(|b| b.starts_with(b"GGUF")).unwrap_or(false);
+    let bytes_head = std::fs::read(path)
+        .map(|b| b.starts_with(b"GGUF"))
+        .unwrap_or(false);
     let is_imatrix = if bytes_head {
         let g = Gguf::open(path)?;
         g.get_str("general.type") == Some("imatrix")
@@ -30,28 +32,68 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     let mut s = String::new();
     if is_imatrix {
         let im = Imatrix::load(path)?;
-        writeln!(s, "{}: imatrix ({} format), {} entries, chunks {:?}, datasets {:?}", path.display(), im.format, im.entries.len(), im.chunk_count, im.datasets)?;
+        writeln!(
+            s,
+            "{}: imatrix ({} format), {} entries, chunks {:?}, datasets {:?}",
+            path.display(),
+            im.format,
+            im.entries.len(),
+            im.chunk_count,
+            im.datasets
+        )?;
         if let Some(m) = model {
             let g = Gguf::open(m)?;
-            let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-            let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
-            writeln!(s, "coverage of {}: {have}/{} matmul weights", m.display(), want.len())?;
-            for t in want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()) {
+            let want: Vec<_> = g
+                .tensors
+                .iter()
+                .filter(|t| is_matmul_weight(&t.name))
+                .collect();
+            let have = want
+                .iter()
+                .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some())
+                .count();
+            writeln!(
+                s,
+                "coverage of {}: {have}/{} matmul weights",
+                m.display(),
+                want.len()
+            )?;
+            for t in want
+                .iter()
+                .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none())
+            {
                 writeln!(s, "  missing: {}", t.name)?;
             }
         }
         return Ok(s);
     }
     let g = Gguf::open(path)?;
-    writeln!(s, "{}: GGUF v{}, {} bytes ({}), alignment {}", path.display(), g.version, g.file_len(), human(g.file_len()), g.alignment)?;
-    writeln!(s, "architecture: {}   name: {}", g.architecture().unwrap_or("?"), g.get_str("general.name").unwrap_or("?"))?;
+    writeln!(
+        s,
+        "{}: GGUF v{}, {} bytes ({}), alignment {}",
+        path.display(),
+        g.version,
+        g.file_len(),
+        human(g.file_len()),
+        g.alignment
+    )?;
+    writeln!(
+        s,
+        "architecture: {}   name: {}",
+        g.architecture().unwrap_or("?"),
+        g.get_str("general.name").unwrap_or("?")
+    )?;
     writeln!(s, "metadata ({} keys):", g.metadata.len())?;
     for (k, v) in &g.metadata {
         writeln!(s, "  {k:<48} {}", v.summary())?;
     }
     let mut by_type: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     writeln!(s, "tensors ({}):", g.tensors.len())?;
-    writeln!(s, "  {:<36} {:<8} {:<22} {:>12} {:>6}", "name", "type", "shape", "bytes", "bpw")?;
+    writeln!(
+        s,
+        "  {:<36} {:<8} {:<22} {:>12} {:>6}",
+        "name", "type", "shape", "bytes", "bpw"
+    )?;
     for t in &g.tensors {
         let e = by_type.entry(t.ty.name()).or_default();
         e.0 += 1;
@@ -66,18 +108,39 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
             format!("{:?}", t.dims),
             t.size,
             bpw,
-            if t.size_inferred { "  (size inferred)" } else { "" }
+            if t.size_inferred {
+                "  (size inferred)"
+            } else {
+                ""
+            }
         )?;
     }
     writeln!(s, "by type:")?;
     for (ty, (n, el, by)) in &by_type {
-        writeln!(s, "  {ty:<8} {n:>4} tensors {el:>12} weights {:>10} {:.3} bpw", human(*by), *by as f64 * 8.0 / *el as f64)?;
+        writeln!(
+            s,
+            "  {ty:<8} {n:>4} tensors {el:>12} weights {:>10} {:.3} bpw",
+            human(*by),
+            *by as f64 * 8.0 / *el as f64
+        )?;
     }
     if let Some(m) = model {
         let im = Imatrix::load(m)?;
-        let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-        let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
-        writeln!(s, "imatrix {} covers {have}/{} matmul weights", m.display(), want.len())?;
+        let want: Vec<_> = g
+            .tensors
+            .iter()
+            .filter(|t| is_matmul_weight(&t.name))
+            .collect();
+        let have = want
+            .iter()
+            .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some())
+            .count();
+        writeln!(
+            s,
+            "imatrix {} covers {have}/{} matmul weights",
+            m.display(),
+            want.len()
+        )?;
     }
     Ok(s)
 }

@@ -5,14 +5,19 @@
 //! - [`codec`]: the KAIJU1 Leech-lattice codec
 //! - [`encode`], [`convert`], [`inspect`]: the encoder core and file tools
 
+pub mod backend;
+pub mod campaign;
 pub mod cli;
 pub mod codec;
+pub mod commands;
+pub mod config;
 pub mod convert;
-pub mod campaign;
 pub mod encode;
-pub mod gate;
 pub mod fsutil;
+pub mod gate;
 pub mod gguf;
 pub mod imatrix;
 pub mod inspect;
 pub mod progress;
+pub mod tui;
+pub mod watcher;

@@ -16,7 +16,15 @@ pub struct Progress {
 impl Progress {
     pub fn new(what: &str, total: u64, quiet: bool) -> Progress {
         let now = Instant::now();
-        Progress { what: what.into(), total, done: 0, tty: std::io::stderr().is_terminal(), start: now, last: now, quiet }
+        Progress {
+            what: what.into(),
+            total,
+            done: 0,
+            tty: std::io::stderr().is_terminal(),
+            start: now,
+            last: now,
+            quiet,
+        }
     }
 
     /// Advance by `n` units; `item` names what was just finished.
@@ -31,7 +39,11 @@ impl Progress {
             if now.duration_since(self.last).as_millis() < 100 && !finished {
                 return;
             }
-            let frac = if self.total > 0 { self.done as f64 / self.total as f64 } else { 1.0 };
+            let frac = if self.total > 0 {
+                self.done as f64 / self.total as f64
+            } else {
+                1.0
+            };
             let width = 30usize;
             let fill = (frac * width as f64) as usize;
             let el = self.start.elapsed().as_secs_f64();

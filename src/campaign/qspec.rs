@@ -67,8 +67,12 @@ impl GateKind {
     pub fn reason(&self) -> Option<String> {
         match self {
             GateKind::Argmax(_) => None,
-            GateKind::Sentinel => Some("qspec is a gateway sentinel ([1]→1, knot /dev/null), not an argmax gate".into()),
-            GateKind::Missing => Some("no qspec: run `kaiju-tui mint-gate` to derive one from the f16 model".into()),
+            GateKind::Sentinel => Some(
+                "qspec is a gateway sentinel ([1]→1, knot /dev/null), not an argmax gate".into(),
+            ),
+            GateKind::Missing => {
+                Some("no qspec: run `kaiju-tui mint-gate` to derive one from the f16 model".into())
+            }
             GateKind::Invalid(m) => Some(format!("qspec invalid: {m}")),
         }
     }
@@ -76,10 +80,15 @@ impl GateKind {
 
 impl QSpec {
     pub fn parse(path: &Path, text: &str) -> Result<QSpec, QSpecError> {
-        let q: QSpec =
-            serde_json::from_str(text).map_err(|e| QSpecError::Invalid { path: path.into(), msg: e.to_string() })?;
+        let q: QSpec = serde_json::from_str(text).map_err(|e| QSpecError::Invalid {
+            path: path.into(),
+            msg: e.to_string(),
+        })?;
         if q.prompt_tokens.is_empty() {
-            return Err(QSpecError::Invalid { path: path.into(), msg: "prompt_tokens: expected at least one token".into() });
+            return Err(QSpecError::Invalid {
+                path: path.into(),
+                msg: "prompt_tokens: expected at least one token".into(),
+            });
         }
         if q.reject_token == Some(q.expect_token) {
             return Err(QSpecError::Invalid {
@@ -91,12 +100,16 @@ impl QSpec {
     }
 
     pub fn load(path: &Path) -> Result<QSpec, QSpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| QSpecError::Io { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| QSpecError::Io {
+            path: path.into(),
+            source,
+        })?;
         Self::parse(path, &text)
     }
 
     pub fn is_sentinel(&self) -> bool {
-        (self.prompt_tokens == [1] && self.expect_token == 1) || self.knot.as_deref() == Some("/dev/null")
+        (self.prompt_tokens == [1] && self.expect_token == 1)
+            || self.knot.as_deref() == Some("/dev/null")
     }
 
     pub fn classify(self) -> GateKind {
@@ -105,7 +118,9 @@ impl QSpec {
         }
         match self.modality.as_deref() {
             None | Some("text-argmax") => GateKind::Argmax(self),
-            Some(m) => GateKind::Invalid(format!("modality: expected \"text-argmax\", found {m:?}")),
+            Some(m) => {
+                GateKind::Invalid(format!("modality: expected \"text-argmax\", found {m:?}"))
+            }
         }
     }
 }
@@ -149,9 +164,13 @@ mod tests {
 
     #[test]
     fn invalid_qspecs_name_the_field() {
-        let e = p(r#"{"prompt_tokens":[],"expect_token":3}"#).unwrap_err().to_string();
+        let e = p(r#"{"prompt_tokens":[],"expect_token":3}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("prompt_tokens"), "{e}");
-        let e = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"reject_token":3}"#).unwrap_err().to_string();
+        let e = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"reject_token":3}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("reject_token"), "{e}");
         let e = p(r#"{"prompt_tokens":[1,2]}"#).unwrap_err().to_string();
         assert!(e.contains("expect_token"), "{e}");
@@ -161,6 +180,9 @@ mod tests {
 
     #[test]
     fn missing_file_is_missing() {
-        assert_eq!(classify_file(Path::new("/nonexistent/x.qspec.json")), GateKind::Missing);
+        assert_eq!(
+            classify_file(Path::new("/nonexistent/x.qspec.json")),
+            GateKind::Missing
+        );
     }
 }

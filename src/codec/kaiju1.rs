@@ -11,41 +11,105 @@ pub const VERSION: u32 = 1;
 pub const BLOCK: usize = N;
 pub const GROUP: usize = 8;
 pub const HEADER_BYTES: usize = 6;
-pub const INDEX_BYTES: usize = 6;
-/// Target RMS of a block in lattice units at its scale estimate (tuned on Gaussian data).
+
+/// A KAIJU1 variant: the Voronoi modulus q of the codebook Λ24/qΛ24. q = 4 is the campaign
+/// default (48-bit index, 2.25 bpw); q = 5 and 6 trade size for quality (2.58 / 2.92 bpw).
+/// Each variant has its own GGUF tensor type id, 0x4B30 + q.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Variant {
+    pub q: u32,
+}
+
+impl Variant {
+    pub const DEFAULT: Variant = Variant { q: 4 };
+    pub const TYPE_BASE: u32 = 0x4B30;
+
+    pub fn new(q: u32) -> Option<Variant> {
+        (4..=6).contains(&q).then_some(Variant { q })
+    }
+    pub fn from_type_id(id: u32) -> Option<Variant> {
+        id.checked_sub(Self::TYPE_BASE).and_then(Variant::new)
+    }
+    pub fn type_id(self) -> u32 {
+        Self::TYPE_BASE + self.q
+    }
+    /// Bytes of one block's index: ⌈24·log2(q) / 8⌉.
+    pub fn index_bytes(self) -> usize {
+        match self.q {
+            4 => 6,
+            5 => 7,
+            _ => 8,
+        }
+    }
+    pub fn name(self) -> String {
+        if self == Variant::DEFAULT {
+            "KAIJU1".into()
+        } else {
+            format!("KAIJU1-q{}", self.q)
+        }
+    }
+}
+/// Target RMS of a block in lattice units at its scale estimate for q = 4 (tuned on
+/// Gaussian data); it scales with q, like the Voronoi cell.
 pub const LOAD: f32 = 2.8;
 
 /// Super-block scale headroom over the largest block estimate (lets that block coarsen).
 pub const HEADROOM: f32 = 1.414_213_5;
 /// Importance floor (fraction of the block mean) used by the decoder so that coordinates
 /// of negligible importance stay near their value and the point stays inside the cell.
-pub const DECODE_FLOOR: f32 = 0.25;
+pub const DECODE_FLOOR: f32 = 0.02;
 
-/// 2^(−c/8) for the 16 scale codes.
-pub static STEP: [f32; 16] = {
-    // 2^(-c/8) computed at compile time is not possible with powf; the values are exact to f32.
-    [
-        1.0, 0.917_004_04, 0.840_896_4, 0.771_105_4, 0.707_106_77, 0.648_419_8, 0.594_603_55, 0.545_253_9,
-        0.5, 0.458_502_02, 0.420_448_2, 0.385_552_7, 0.353_553_38, 0.324_209_9, 0.297_301_78, 0.272_626_95,
-    ]
-};
+/// Scale codes per octave: code c scales by 2^(−c/8).
+pub const STEPS_PER_OCTAVE: f32 = 8.0;
+
+/// 2^(−c/8) for the 16 scale codes (the spec lists these f32 values).
+pub static STEP: [f32; 16] = [
+    1.0,
+    0.917_004_04,
+    0.840_896_4,
+    0.771_105_4,
+    0.707_106_77,
+    0.648_419_8,
+    0.594_603_55,
+    0.545_253_9,
+    0.5,
+    0.458_502_02,
+    0.420_448_2,
+    0.385_552_7,
+    0.353_553_38,
+    0.324_209_9,
+    0.297_301_78,
+    0.272_626_95,
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum KaijuError {
     #[error("KAIJU1 tensor data is {have} bytes, expected {want} for rows of {ne0}")]
-    Size { have: usize, want: usize, ne0: usize },
+    Size {
+        have: usize,
+        want: usize,
+        ne0: usize,
+    },
 }
 
 /// Encoder knobs.
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
-    /// Scale codes tried on each side of a block's estimate (0 = estimate only).
+    pub variant: Variant,
+    /// Scale codes tried on each side of the estimate (0 = the estimate and its least-squares refit).
     pub search: u8,
+    /// Search under importance × sqrt(σ² + w²) (σ² the super-block mean square), as
+    /// llama.cpp's IQ quantizers do, so that large weights are kept more faithfully.
+    pub magnitude: bool,
 }
 
 impl Default for EncodeOptions {
     fn default() -> Self {
-        EncodeOptions { search: 0 }
+        EncodeOptions {
+            variant: Variant::DEFAULT,
+            search: 0,
+            magnitude: false,
+        }
     }
 }
 
@@ -94,30 +158,31 @@ pub fn blocks_per_row(n: usize) -> usize {
 }
 
 /// Bytes of one encoded row of `n` weights.
-pub fn row_bytes(n: usize) -> usize {
+pub fn row_bytes(n: usize, v: Variant) -> usize {
     let nb = blocks_per_row(n);
-    nb.div_ceil(GROUP) * HEADER_BYTES + nb * INDEX_BYTES
+    nb.div_ceil(GROUP) * HEADER_BYTES + nb * v.index_bytes()
 }
 
 /// Bits per weight of a row of `n` weights.
-pub fn bpw(n: usize) -> f64 {
-    row_bytes(n) as f64 * 8.0 / n as f64
+pub fn bpw(n: usize, v: Variant) -> f64 {
+    row_bytes(n, v) as f64 * 8.0 / n as f64
 }
 
-fn put48(out: &mut [u8], v: u64) {
-    out[..6].copy_from_slice(&v.to_le_bytes()[..6]);
+fn put_index(out: &mut [u8], v: u64, nbytes: usize) {
+    out[..nbytes].copy_from_slice(&v.to_le_bytes()[..nbytes]);
 }
 
-fn get48(b: &[u8]) -> u64 {
+fn get_index(b: &[u8], nbytes: usize) -> u64 {
     let mut a = [0u8; 8];
-    a[..6].copy_from_slice(&b[..6]);
+    a[..nbytes].copy_from_slice(&b[..nbytes]);
     u64::from_le_bytes(a)
 }
 
 /// Encode one row. `imp` are the per-column importances (same length as `w`).
 pub fn encode_row(w: &[f32], imp: &[f32], opts: EncodeOptions, out: &mut [u8]) -> ErrStats {
     debug_assert_eq!(w.len(), imp.len());
-    debug_assert_eq!(out.len(), row_bytes(w.len()));
+    debug_assert_eq!(out.len(), row_bytes(w.len(), opts.variant));
+    let ib = opts.variant.index_bytes();
     let nb = blocks_per_row(w.len());
     let mut st = ErrStats::default();
     let mut pos = 0usize;
@@ -132,8 +197,8 @@ pub fn encode_row(w: &[f32], imp: &[f32], opts: EncodeOptions, out: &mut [u8]) -
             hs[b][..end - start].copy_from_slice(&imp[start..end]);
         }
         let (hdr, rest) = out[pos..].split_at_mut(HEADER_BYTES);
-        encode_group(&ys[..k], &hs[..k], opts, hdr, &mut rest[..k * INDEX_BYTES], &mut st);
-        pos += HEADER_BYTES + k * INDEX_BYTES;
+        encode_group(&ys[..k], &hs[..k], opts, hdr, &mut rest[..k * ib], &mut st);
+        pos += HEADER_BYTES + k * ib;
     }
     st
 }
@@ -151,12 +216,44 @@ fn wrms(y: &[f32; N], h: &[f32; N]) -> f32 {
     }
 }
 
-fn encode_group(ys: &[[f32; N]], hs: &[[f32; N]], opts: EncodeOptions, hdr: &mut [u8], idx_out: &mut [u8], st: &mut ErrStats) {
+fn encode_group(
+    ys: &[[f32; N]],
+    hs: &[[f32; N]],
+    opts: EncodeOptions,
+    hdr: &mut [u8],
+    idx_out: &mut [u8],
+    st: &mut ErrStats,
+) {
     let k = ys.len();
     let r = opts.search as i32;
+    let mut hq = [[0f32; N]; GROUP];
+    let sigma2 = {
+        let (mut a, mut n) = (0f32, 0usize);
+        for b in 0..k {
+            for i in 0..N {
+                if hs[b][i] > 0.0 {
+                    a += ys[b][i] * ys[b][i];
+                    n += 1;
+                }
+            }
+        }
+        a / n.max(1) as f32
+    };
+    for b in 0..k {
+        for i in 0..N {
+            hq[b][i] = if opts.magnitude {
+                hs[b][i] * (sigma2 + ys[b][i] * ys[b][i]).sqrt()
+            } else {
+                hs[b][i]
+            };
+        }
+    }
     let mut s0 = [0f32; GROUP];
     for b in 0..k {
-        s0[b] = wrms(&ys[b], &hs[b]) / LOAD;
+        // the block's plain RMS over its real (unpadded) weights: a weighted estimate lets
+        // one dominant column set the scale and overload the rest of the block
+        let real: [f32; N] = std::array::from_fn(|i| if hs[b][i] > 0.0 { 1.0 } else { 0.0 });
+        s0[b] = wrms(&ys[b], &real) / (LOAD * opts.variant.q as f32 / 4.0);
     }
     let smax = s0[..k].iter().cloned().fold(0f32, f32::max);
     let d = if smax > 0.0 {
@@ -174,12 +271,17 @@ fn encode_group(ys: &[[f32; N]], hs: &[[f32; N]], opts: EncodeOptions, hdr: &mut
     let mut codes = [0u8; GROUP];
     for b in 0..k {
         let (y, h) = (&ys[b], &hs[b]);
-        let best = if s0[b] > 0.0 && df > 0.0 { search_block(y, h, df, s0[b], r, st) } else { (0.0, 15u8, 0u64) };
+        let best = if s0[b] > 0.0 && df > 0.0 {
+            search_block(y, &hq[b], df, s0[b], r, opts.variant.q, st)
+        } else {
+            (0.0, 15u8, 0u64)
+        };
         codes[b] = best.1;
-        put48(&mut idx_out[b * INDEX_BYTES..], best.2);
+        let ib = opts.variant.index_bytes();
+        put_index(&mut idx_out[b * ib..], best.2, ib);
         // stats against the actual reconstruction
         let s = df * STEP[best.1 as usize];
-        let x = leech::point_of(best.2);
+        let x = leech::point_of(best.2, opts.variant.q);
         for i in 0..N {
             let e = (y[i] - s * x[i] as f32) as f64;
             let hv = h[i] as f64;
@@ -209,36 +311,61 @@ fn try_code(y: &[f32; N], h: &[f32; N], hd: &[f32; N], df: f32, c: u8, st: &mut 
     let yy: [f32; N] = std::array::from_fn(|i| y[i] * inv);
     let x = leech::decode(&yy, hd);
     st.decodes += 1;
-    let lb = (0..N).map(|i| h[i] * (y[i] - s * x[i] as f32).powi(2)).sum();
+    let lb = (0..N)
+        .map(|i| h[i] * (y[i] - s * x[i] as f32).powi(2))
+        .sum();
     Cand { lb, code: c, x }
 }
 
 /// True error, canonical index, and whether the point was already canonical.
-fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, st: &mut ErrStats) -> (f32, u64, bool) {
-    let idx = leech::index_of(&c.x);
-    if leech::norm(&c.x) < leech::SAFE_NORM {
+fn realise(
+    y: &[f32; N],
+    h: &[f32; N],
+    df: f32,
+    c: &Cand,
+    q: u32,
+    st: &mut ErrStats,
+) -> (f32, u64, bool) {
+    let idx = leech::index_of(&c.x, q);
+    if leech::norm(&c.x) < leech::safe_norm(q) {
         return (c.lb, idx, true);
     }
-    let xr = leech::point_of(idx);
+    let xr = leech::point_of(idx, q);
     st.decodes += 1;
     if xr == c.x {
         return (c.lb, idx, true);
     }
     let s = df * STEP[c.code as usize];
-    ((0..N).map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2)).sum(), idx, false)
+    (
+        (0..N)
+            .map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2))
+            .sum(),
+        idx,
+        false,
+    )
 }
 
 /// Choose the scale code and lattice point of one block: codes within `r` of the
 /// estimate, best by exact error; if every one overloads the Voronoi cell, coarser codes
 /// are tried until one fits.
-fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut ErrStats) -> (f32, u8, u64) {
+fn search_block(
+    y: &[f32; N],
+    h: &[f32; N],
+    df: f32,
+    s0: f32,
+    r: i32,
+    q: u32,
+    st: &mut ErrStats,
+) -> (f32, u8, u64) {
     let hmean = h.iter().sum::<f32>() / N as f32;
     let hd: [f32; N] = std::array::from_fn(|i| h[i] + DECODE_FLOOR * hmean);
-    let c0 = (8.0 * (df / s0).log2()).round() as i32;
+    let c0 = (STEPS_PER_OCTAVE * (df / s0).log2()).round() as i32;
     let lo = (c0 - r).clamp(0, 15);
     let hi = (c0 + r).clamp(0, 15);
     let lo = lo.min(hi);
-    let mut cands: Vec<Cand> = (lo..=hi).map(|c| try_code(y, h, &hd, df, c as u8, st)).collect();
+    let mut cands: Vec<Cand> = (lo..=hi)
+        .map(|c| try_code(y, h, &hd, df, c as u8, st))
+        .collect();
     // Refit: the least-squares scale of the best point so far suggests one more code.
     if let Some(b) = cands.iter().min_by(|a, b| a.lb.total_cmp(&b.lb)) {
         let (mut num, mut den) = (0f32, 0f32);
@@ -247,7 +374,9 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut E
             den += h[i] * (b.x[i] as f32) * (b.x[i] as f32);
         }
         if num > 0.0 && den > 0.0 {
-            let c1 = (8.0 * (df * den / num).log2()).round().clamp(0.0, 15.0) as i32;
+            let c1 = (STEPS_PER_OCTAVE * (df * den / num).log2())
+                .round()
+                .clamp(0.0, 15.0) as i32;
             if !(lo..=hi).contains(&c1) {
                 cands.push(try_code(y, h, &hd, df, c1 as u8, st));
             }
@@ -260,7 +389,7 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut E
         if c.lb >= best.0 {
             break;
         }
-        let (err, idx, ok) = realise(y, h, df, c, st);
+        let (err, idx, ok) = realise(y, h, df, c, q, st);
         if err < best.0 {
             best = (err, c.code, idx);
             fits = ok;
@@ -269,7 +398,7 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut E
     if !fits {
         for c in (0..lo).rev() {
             let cand = try_code(y, h, &hd, df, c as u8, st);
-            let (err, idx, ok) = realise(y, h, df, &cand, st);
+            let (err, idx, ok) = realise(y, h, df, &cand, q, st);
             if err < best.0 {
                 best = (err, cand.code, idx);
             }
@@ -282,7 +411,8 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, st: &mut E
 }
 
 /// Decode one row of `out.len()` weights.
-pub fn decode_row(src: &[u8], out: &mut [f32]) {
+pub fn decode_row(src: &[u8], out: &mut [f32], v: Variant) {
+    let ib = v.index_bytes();
     let n = out.len();
     let nb = blocks_per_row(n);
     let mut pos = 0usize;
@@ -292,36 +422,51 @@ pub fn decode_row(src: &[u8], out: &mut [f32]) {
         for b in 0..k {
             let code = (src[pos + 2 + b / 2] >> (4 * (b % 2))) & 15;
             let s = d * STEP[code as usize];
-            let idx = get48(&src[pos + HEADER_BYTES + b * INDEX_BYTES..]);
-            let x = if idx == 0 { [0; N] } else { leech::point_of(idx) };
+            let idx = get_index(&src[pos + HEADER_BYTES + b * ib..], ib);
+            let x = if idx == 0 {
+                [0; N]
+            } else {
+                leech::point_of(idx, v.q)
+            };
             let start = (g0 + b) * BLOCK;
             let end = (start + BLOCK).min(n);
             for (i, o) in out[start..end].iter_mut().enumerate() {
                 *o = s * x[i] as f32;
             }
         }
-        pos += HEADER_BYTES + k * INDEX_BYTES;
+        pos += HEADER_BYTES + k * ib;
     }
 }
 
 /// Dequantize a whole KAIJU1 tensor (rows of `ne0`), parallel over rows.
-pub fn dequantize(src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), KaijuError> {
-    let rb = row_bytes(ne0);
+pub fn dequantize(src: &[u8], ne0: usize, dst: &mut [f32], v: Variant) -> Result<(), KaijuError> {
+    let rb = row_bytes(ne0, v);
     let rows = dst.len() / ne0.max(1);
     if src.len() != rb * rows || dst.len() != rows * ne0 {
-        return Err(KaijuError::Size { have: src.len(), want: rb * rows, ne0 });
+        return Err(KaijuError::Size {
+            have: src.len(),
+            want: rb * rows,
+            ne0,
+        });
     }
-    dst.par_chunks_mut(ne0).zip(src.par_chunks(rb)).for_each(|(o, s)| decode_row(s, o));
+    dst.par_chunks_mut(ne0)
+        .zip(src.par_chunks(rb))
+        .for_each(|(o, s)| decode_row(s, o, v));
     Ok(())
 }
 
 /// Encode a whole tensor of `rows × ne0` weights, parallel over rows. `imp_for_row(r)`
 /// gives the importance vector of row r (per-expert for MoE tensors).
-pub fn encode_tensor<'a, F>(w: &[f32], ne0: usize, imp_for_row: F, opts: EncodeOptions) -> (Vec<u8>, ErrStats)
+pub fn encode_tensor<'a, F>(
+    w: &[f32],
+    ne0: usize,
+    imp_for_row: F,
+    opts: EncodeOptions,
+) -> (Vec<u8>, ErrStats)
 where
     F: Fn(usize) -> &'a [f32] + Sync,
 {
-    let rb = row_bytes(ne0);
+    let rb = row_bytes(ne0, opts.variant);
     let rows = w.len() / ne0;
     let mut out = vec![0u8; rb * rows];
     let st = out
@@ -340,6 +485,7 @@ where
 mod tests {
     use super::*;
     use crate::codec::leech::tests::Rng;
+    const D: Variant = Variant::DEFAULT;
 
     fn gaussian_rows(n: usize, rows: usize, seed: u64) -> Vec<f32> {
         let mut rng = Rng(seed);
@@ -355,13 +501,13 @@ mod tests {
 
     #[test]
     fn row_layout_and_bpw() {
-        assert_eq!(row_bytes(576), 3 * 6 + 24 * 6);
-        assert!((bpw(576) - 2.25).abs() < 1e-12);
-        assert!((bpw(1536) - 2.25).abs() < 1e-12);
+        assert_eq!(row_bytes(576, D), 3 * 6 + 24 * 6);
+        assert!((bpw(576, D) - 2.25).abs() < 1e-12);
+        assert!((bpw(1536, D) - 2.25).abs() < 1e-12);
         // 4096 = 170 blocks + a 16-weight tail block
         assert_eq!(blocks_per_row(4096), 171);
-        assert_eq!(row_bytes(4096), 22 * 6 + 171 * 6);
-        assert!(bpw(4096) < 2.27);
+        assert_eq!(row_bytes(4096, D), 22 * 6 + 171 * 6);
+        assert!(bpw(4096, D) < 2.27);
     }
 
     #[test]
@@ -382,17 +528,25 @@ mod tests {
             let mut rng = Rng(5);
             let imp: Vec<f32> = (0..n).map(|_| (rng.gauss()).exp()).collect();
             let (bytes, st) = encode_tensor(&w, n, |_| &imp, EncodeOptions::default());
-            assert_eq!(bytes.len(), 50 * row_bytes(n));
+            assert_eq!(bytes.len(), 50 * row_bytes(n, D));
             let mut back = vec![0f32; w.len()];
-            dequantize(&bytes, n, &mut back).unwrap();
+            dequantize(&bytes, n, &mut back, D).unwrap();
             let werr: f64 = w
                 .iter()
                 .zip(&back)
                 .enumerate()
                 .map(|(i, (a, b))| imp[i % n] as f64 * ((a - b) as f64).powi(2))
                 .sum();
-            assert!((werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12), "{werr} vs {}", st.werr);
-            assert!(st.weighted_rel_mse() < 0.2, "n={n}: {}", st.weighted_rel_mse());
+            assert!(
+                (werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12),
+                "{werr} vs {}",
+                st.werr
+            );
+            assert!(
+                st.weighted_rel_mse() < 0.2,
+                "n={n}: {}",
+                st.weighted_rel_mse()
+            );
         }
     }
 
@@ -407,8 +561,12 @@ mod tests {
         let (b, _) = encode_tensor(&w, n, |_| &ones, EncodeOptions::default());
         let werr = |bytes: &[u8]| {
             let mut back = vec![0f32; w.len()];
-            dequantize(bytes, n, &mut back).unwrap();
-            w.iter().zip(&back).enumerate().map(|(i, (x, y))| imp[i % n] as f64 * ((x - y) as f64).powi(2)).sum::<f64>()
+            dequantize(bytes, n, &mut back, D).unwrap();
+            w.iter()
+                .zip(&back)
+                .enumerate()
+                .map(|(i, (x, y))| imp[i % n] as f64 * ((x - y) as f64).powi(2))
+                .sum::<f64>()
         };
         assert!(werr(&a) < 0.9 * werr(&b), "{} vs {}", werr(&a), werr(&b));
     }
@@ -419,7 +577,7 @@ mod tests {
         let imp = vec![1f32; 48];
         let (bytes, st) = encode_tensor(&w, 48, |_| &imp, EncodeOptions::default());
         let mut back = vec![1f32; 48];
-        dequantize(&bytes, 48, &mut back).unwrap();
+        dequantize(&bytes, 48, &mut back, D).unwrap();
         assert!(back.iter().all(|&v| v == 0.0));
         assert_eq!(st.err, 0.0);
     }

@@ -120,7 +120,12 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
                     opts[m][pi][j][s] = Opt {
                         cost: bc,
                         kq: best as u8,
-                        pen: [0.0, cost[best ^ 1] - bc, cost[best ^ 2] - bc, cost[best ^ 3] - bc],
+                        pen: [
+                            0.0,
+                            cost[best ^ 1] - bc,
+                            cost[best ^ 2] - bc,
+                            cost[best ^ 3] - bc,
+                        ],
                     };
                 }
                 let o = &opts[m][pi][j];
@@ -363,15 +368,17 @@ fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
     }
 }
 
-/// 48-bit index of the class of `x` in Λ24/4Λ24: basis coordinates mod 4, two bits each,
-/// coordinate k at bits 2k..2k+1.
-pub fn index_of(x: &Point) -> u64 {
+/// Index of the class of `x` in Λ24/qΛ24 (Voronoi modulus q ∈ 2..=6): the basis
+/// coordinates u_k mod q as the base-q number Σ u_k·q^k (for q = 4: two bits each,
+/// coordinate k at bits 2k..2k+1, 48 bits in all).
+pub fn index_of(x: &Point, q: u32) -> u64 {
     let b = basis();
     let mut r = [0i64; N];
     for i in 0..N {
         r[i] = x[i] as i64;
     }
     let mut idx = 0u64;
+    let mut place = 1u64;
     for k in 0..N {
         let piv = b[k][k] as i64;
         debug_assert_eq!(r[k] % piv, 0, "not a lattice point");
@@ -381,38 +388,46 @@ pub fn index_of(x: &Point) -> u64 {
                 r[i] -= u * b[k][i] as i64;
             }
         }
-        idx |= (u.rem_euclid(4) as u64) << (2 * k);
+        idx += u.rem_euclid(q as i64) as u64 * place;
+        place = place.wrapping_mul(q as u64);
     }
     idx
 }
 
 /// The canonical representative of an index: the point of its class in the Voronoi cell
-/// of 4Λ24 (x' − 4·Q(x'/4) with Q the unweighted decoder, exact arithmetic).
-pub fn point_of(idx: u64) -> Point {
+/// of qΛ24 (x' − q·Q(x'/q) with Q the unweighted decoder; exact arithmetic for q ∈ {2, 4},
+/// and deterministic for every q since the same IEEE operations run on every machine).
+pub fn point_of(idx: u64, q: u32) -> Point {
     let b = basis();
     let mut xp = [0i32; N];
+    let mut rest = idx;
     for k in 0..N {
-        let u = ((idx >> (2 * k)) & 3) as i32;
+        let u = (rest % q as u64) as i32;
+        rest /= q as u64;
         if u != 0 {
             for i in k..N {
                 xp[i] += u * b[k][i];
             }
         }
     }
+    let inv = 1.0 / q as f32;
     let mut y = [0f32; N];
     for i in 0..N {
-        y[i] = xp[i] as f32 * 0.25;
+        y[i] = xp[i] as f32 * inv;
     }
     let l = decode_unweighted(&y);
     let mut x = [0i32; N];
     for i in 0..N {
-        x[i] = xp[i] - 4 * l[i];
+        x[i] = xp[i] - q as i32 * l[i];
     }
     x
 }
 
-/// Points of norm below this are always their own canonical representative.
-pub const SAFE_NORM: i64 = 128;
+/// Points of norm below this are always their own canonical representative in Λ24/qΛ24
+/// (the packing radius² of qΛ24 is 8q²).
+pub fn safe_norm(q: u32) -> i64 {
+    8 * (q as i64) * (q as i64)
+}
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -491,7 +506,10 @@ pub(crate) mod tests {
             assert!(is_lattice_point(&x), "trial {trial}: not in Λ24: {x:?}");
             let d = dist(&y, &w, &x);
             let bf = brute_force_dist(&y, &w);
-            assert!((d - bf).abs() <= 1e-4 * bf.max(1.0), "trial {trial}: decoder {d} vs brute force {bf}");
+            assert!(
+                (d - bf).abs() <= 1e-4 * bf.max(1.0),
+                "trial {trial}: decoder {d} vs brute force {bf}"
+            );
         }
     }
 
@@ -535,24 +553,38 @@ pub(crate) mod tests {
         for _ in 0..2000 {
             let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * 2.7);
             let x = decode_unweighted(&y);
-            let idx = index_of(&x);
+            let idx = index_of(&x, 4);
             assert!(idx < 1 << 48);
-            let xr = point_of(idx);
+            let xr = point_of(idx, 4);
             assert!(is_lattice_point(&xr));
             // same class mod 4Λ24
             let d: Point = std::array::from_fn(|i| x[i] - xr[i]);
             assert!(d.iter().all(|v| v % 4 == 0));
             let q: Point = std::array::from_fn(|i| d[i] / 4);
             assert!(is_lattice_point(&q));
-            if norm(&x) < SAFE_NORM {
+            if norm(&x) < safe_norm(4) {
                 assert_eq!(x, xr);
             }
             if x != xr {
                 moved += 1;
-                assert!(norm(&xr) <= norm(&x) + 1, "representative must not be longer");
+                assert!(
+                    norm(&xr) <= norm(&x) + 1,
+                    "representative must not be longer"
+                );
             }
             // canonical: representative of the representative is itself
-            assert_eq!(point_of(index_of(&xr)), xr);
+            assert_eq!(point_of(index_of(&xr, 4), 4), xr);
+            // other moduli round-trip too
+            for q in [5u32, 6] {
+                let y5: [f32; N] = std::array::from_fn(|i| y[i] * q as f32 / 4.0);
+                let x5 = decode_unweighted(&y5);
+                let r5 = point_of(index_of(&x5, q), q);
+                assert!(is_lattice_point(&r5));
+                assert_eq!(point_of(index_of(&r5, q), q), r5);
+                if norm(&x5) < safe_norm(q) {
+                    assert_eq!(r5, x5);
+                }
+            }
         }
         assert!(moved < 2000);
     }

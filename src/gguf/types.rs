@@ -4,9 +4,7 @@
 //! byte span from the data layout so that copying never depends on understanding a type.
 
 use crate::codec::kaiju1;
-
-/// Private GGUF tensor type id for KAIJU1 (outside ggml's range; see docs/KAIJU1.md).
-pub const KAIJU1_TYPE_ID: u32 = 0x4B31;
+use crate::codec::kaiju1::Variant;
 
 /// A ggml type id as stored in a tensor info (known or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,7 +32,8 @@ pub const Q8_0: TypeId = TypeId(8);
 pub const Q4_K: TypeId = TypeId(12);
 pub const Q6_K: TypeId = TypeId(14);
 pub const BF16: TypeId = TypeId(30);
-pub const KAIJU1: TypeId = TypeId(KAIJU1_TYPE_ID);
+/// The default KAIJU1 variant's type id (private, outside ggml's range; docs/KAIJU1.md).
+pub const KAIJU1: TypeId = TypeId(Variant::TYPE_BASE + 4);
 
 impl TypeId {
     /// Block geometry from ggml's type table, `None` for ids this build does not know
@@ -79,9 +78,14 @@ impl TypeId {
         }
     }
 
+    /// The KAIJU1 variant of this type id, if it is one.
+    pub fn kaiju(self) -> Option<Variant> {
+        Variant::from_type_id(self.0)
+    }
+
     pub fn name(self) -> String {
-        if self == KAIJU1 {
-            return "KAIJU1".into();
+        if let Some(v) = self.kaiju() {
+            return v.name();
         }
         match self.geometry() {
             Some(g) => g.name.to_string(),
@@ -91,8 +95,8 @@ impl TypeId {
 
     /// Bytes of one row of `ne0` elements, when the type is known and `ne0` fits its blocks.
     pub fn row_bytes(self, ne0: u64) -> Option<u64> {
-        if self == KAIJU1 {
-            return Some(kaiju1::row_bytes(ne0 as usize) as u64);
+        if let Some(v) = self.kaiju() {
+            return Some(kaiju1::row_bytes(ne0 as usize, v) as u64);
         }
         let g = self.geometry()?;
         if ne0 % g.block != 0 {
@@ -104,7 +108,10 @@ impl TypeId {
     /// Bytes of a tensor with these dims, when the type is known.
     pub fn tensor_bytes(self, dims: &[u64]) -> Option<u64> {
         let ne0 = *dims.first().unwrap_or(&1);
-        let rows = dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d))?;
+        let rows = dims
+            .iter()
+            .skip(1)
+            .try_fold(1u64, |a, &d| a.checked_mul(d))?;
         self.row_bytes(ne0)?.checked_mul(rows)
     }
 }

@@ -1,0 +1,7 @@
+//! Storage and build backends behind traits. The embedded local default keeps both
+//! "buckets" as directories and runs builds as local child processes; the cloud backends
+//! (GCS, R2, Cloud Build) implement the same traits.
+
+pub mod builds;
+pub mod pipeline;
+pub mod store;

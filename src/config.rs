@@ -1,0 +1,343 @@
+//! Configuration: defaults < TOML file < environment (KAIJU_*) < command line.
+//! Unknown keys in the file are rejected with the key named.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+    #[error("{key}={value:?}: {msg}")]
+    Env {
+        key: String,
+        value: String,
+        msg: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Cost and wall-clock constants (the campaign's own figures as defaults).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostConfig {
+    /// KAIJU encode hours per 7B of parameters (legacy encoder: 8–12 h)
+    pub encode_hours_per_7b: f64,
+    /// IQ-ladder (f16 + imatrix) hours per 7B (2–8 h)
+    pub ladder_hours_per_7b: f64,
+    pub machine_type: String,
+    pub usd_per_minute: f64,
+    pub encode_step_timeout_h: f64,
+    pub global_timeout_h: f64,
+    pub disk_gb: f64,
+    /// disk needed per billion parameters (f16 truth + base knot + output + scratch)
+    pub disk_gb_per_b: f64,
+    /// concurrent builds for the "parallel" estimate (Cloud Build caps E2_HIGHCPU_32 at ~3/region)
+    pub parallel: usize,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            encode_hours_per_7b: 10.0,
+            ladder_hours_per_7b: 5.0,
+            machine_type: "E2_HIGHCPU_32".into(),
+            usd_per_minute: 0.064,
+            encode_step_timeout_h: 16.0,
+            global_timeout_h: 22.0,
+            disk_gb: 100.0,
+            disk_gb_per_b: 3.5,
+            parallel: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLocal {
+    pub gcs_dir: Option<PathBuf>,
+    pub r2_dir: Option<PathBuf>,
+    pub builds_dir: Option<PathBuf>,
+    pub hf_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub calib_text: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTui {
+    pub theme: Option<String>,
+    pub tick_interval_s: Option<u64>,
+    pub color: Option<String>,
+    /// action name → list of keys, e.g. `hold = ["h", "space"]`
+    pub keys: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// The file as written (everything optional).
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    pub root: Option<PathBuf>,
+    pub queue: Option<PathBuf>,
+    pub qspecs: Option<PathBuf>,
+    pub backend: Option<String>,
+    pub gcs_bucket: Option<String>,
+    pub r2_bucket: Option<String>,
+    pub r2_endpoint: Option<String>,
+    pub submit: Option<bool>,
+    pub search: Option<u8>,
+    pub ppl_max: Option<f64>,
+    pub local: RawLocal,
+    pub cost: Option<CostConfig>,
+    pub tui: RawTui,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub root: PathBuf,
+    pub queue: PathBuf,
+    pub qspecs: PathBuf,
+    pub backend: String,
+    pub gcs_bucket: String,
+    pub r2_bucket: String,
+    pub r2_endpoint: String,
+    pub submit: bool,
+    pub search: u8,
+    pub ppl_max: Option<f64>,
+    pub gcs_dir: PathBuf,
+    pub r2_dir: PathBuf,
+    pub builds_dir: PathBuf,
+    pub hf_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub calib_text: Option<PathBuf>,
+    pub cost: CostConfig,
+    pub theme: String,
+    pub tick_interval_s: u64,
+    pub color: String,
+    pub keys: std::collections::BTreeMap<String, Vec<String>>,
+    pub source: Option<PathBuf>,
+}
+
+/// Overrides from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub root: Option<PathBuf>,
+    pub queue: Option<PathBuf>,
+    pub qspecs: Option<PathBuf>,
+    pub submit: Option<bool>,
+    pub theme: Option<String>,
+    pub color: Option<String>,
+}
+
+pub fn default_root() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from(".local/share"))
+        .join("kaiju-tui")
+}
+
+impl RawConfig {
+    pub fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            msg: e.to_string().trim().to_string(),
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Apply KAIJU_* environment variables from `env`.
+    pub fn apply_env(&mut self, env: &[(String, String)]) -> Result<(), ConfigError> {
+        for (k, v) in env {
+            let bad = |msg: &str| ConfigError::Env {
+                key: k.clone(),
+                value: v.clone(),
+                msg: msg.into(),
+            };
+            match k.as_str() {
+                "KAIJU_ROOT" => self.root = Some(v.into()),
+                "KAIJU_QUEUE" => self.queue = Some(v.into()),
+                "KAIJU_QSPECS" => self.qspecs = Some(v.into()),
+                "KAIJU_BACKEND" => self.backend = Some(v.clone()),
+                "KAIJU_GCS_BUCKET" => self.gcs_bucket = Some(v.clone()),
+                "KAIJU_R2_BUCKET" => self.r2_bucket = Some(v.clone()),
+                "KAIJU_R2_ENDPOINT" => self.r2_endpoint = Some(v.clone()),
+                "KAIJU_THEME" => self.tui.theme = Some(v.clone()),
+                "KAIJU_SUBMIT" => {
+                    self.submit = Some(match v.as_str() {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        _ => return Err(bad("expected true/false")),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub fn resolve(
+        self,
+        cli: &CliOverrides,
+        source: Option<PathBuf>,
+    ) -> Result<Config, ConfigError> {
+        let root = cli.root.clone().or(self.root).unwrap_or_else(default_root);
+        let backend = self.backend.unwrap_or_else(|| "local".into());
+        if !matches!(backend.as_str(), "local" | "cloud") {
+            return Err(ConfigError::Invalid(format!(
+                "backend = {backend:?}: expected \"local\" or \"cloud\""
+            )));
+        }
+        let cost = self.cost.unwrap_or_default();
+        if cost.parallel == 0 {
+            return Err(ConfigError::Invalid(
+                "cost.parallel = 0: expected at least 1".into(),
+            ));
+        }
+        let l = self.local;
+        let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
+        let color = cli
+            .color
+            .clone()
+            .or(self.tui.color)
+            .unwrap_or_else(|| "auto".into());
+        if !matches!(color.as_str(), "auto" | "always" | "never") {
+            return Err(ConfigError::Invalid(format!(
+                "color = {color:?}: expected auto, always or never"
+            )));
+        }
+        Ok(Config {
+            queue: cli
+                .queue
+                .clone()
+                .or(self.queue)
+                .unwrap_or_else(|| PathBuf::from("queue.txt")),
+            qspecs: cli
+                .qspecs
+                .clone()
+                .or(self.qspecs)
+                .unwrap_or_else(|| PathBuf::from("qspecs")),
+            backend,
+            gcs_bucket: self.gcs_bucket.unwrap_or_else(|| "kaiju-truth".into()),
+            r2_bucket: self.r2_bucket.unwrap_or_else(|| "kaiju-knots".into()),
+            r2_endpoint: self.r2_endpoint.unwrap_or_default(),
+            submit: cli.submit.or(self.submit).unwrap_or(false),
+            search: self.search.unwrap_or(0),
+            ppl_max: self.ppl_max,
+            gcs_dir: under(l.gcs_dir, "gcs"),
+            r2_dir: under(l.r2_dir, "r2"),
+            builds_dir: under(l.builds_dir, "builds"),
+            hf_dir: under(l.hf_dir, "hf"),
+            state_dir: under(l.state_dir, "state"),
+            calib_text: l.calib_text,
+            cost,
+            theme: cli
+                .theme
+                .clone()
+                .or(self.tui.theme)
+                .unwrap_or_else(|| "dark".into()),
+            tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
+            color,
+            keys: self.tui.keys,
+            root,
+            source,
+        })
+    }
+}
+
+impl Config {
+    /// Load: `--config` path, else `$KAIJU_CONFIG`, else `<root>/config.toml` if present.
+    pub fn load(explicit: Option<&Path>, cli: &CliOverrides) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("KAIJU_"))
+            .collect();
+        let path = explicit
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("KAIJU_CONFIG").map(PathBuf::from))
+            .or_else(|| {
+                let root = cli
+                    .root
+                    .clone()
+                    .or_else(|| std::env::var_os("KAIJU_ROOT").map(PathBuf::from))
+                    .unwrap_or_else(default_root);
+                Some(root.join("config.toml")).filter(|p| p.exists())
+            });
+        let mut raw = match &path {
+            Some(p) => RawConfig::load(p)?,
+            None => RawConfig::default(),
+        };
+        raw.apply_env(&env)?;
+        raw.resolve(cli, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = RawConfig::parse(Path::new("c.toml"), "root = \"/x\"\nbogus = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus") && e.contains("c.toml"), "{e}");
+        let e = RawConfig::parse(Path::new("c.toml"), "[cost]\nusd_per_min = 1.0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("usd_per_min"), "{e}");
+    }
+
+    #[test]
+    fn precedence_defaults_file_env_cli() {
+        let mut raw = RawConfig::parse(
+            Path::new("c.toml"),
+            "root = \"/file\"\nsubmit = true\ngcs_bucket = \"fileb\"\n",
+        )
+        .unwrap();
+        raw.apply_env(&[
+            ("KAIJU_ROOT".into(), "/env".into()),
+            ("KAIJU_SUBMIT".into(), "0".into()),
+        ])
+        .unwrap();
+        let cli = CliOverrides {
+            root: Some("/cli".into()),
+            ..Default::default()
+        };
+        let c = raw.resolve(&cli, None).unwrap();
+        assert_eq!(c.root, PathBuf::from("/cli"));
+        assert!(!c.submit);
+        assert_eq!(c.gcs_bucket, "fileb");
+        assert_eq!(c.r2_bucket, "kaiju-knots");
+        assert_eq!(c.gcs_dir, PathBuf::from("/cli/gcs"));
+        assert_eq!(c.cost.usd_per_minute, 0.064);
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let mut raw = RawConfig::default();
+        let e = raw
+            .apply_env(&[("KAIJU_SUBMIT".into(), "maybe".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("KAIJU_SUBMIT") && e.contains("maybe"), "{e}");
+        let raw = RawConfig::parse(Path::new("c.toml"), "backend = \"aws\"\n").unwrap();
+        assert!(raw
+            .resolve(&CliOverrides::default(), None)
+            .unwrap_err()
+            .to_string()
+            .contains("aws"));
+    }
+}

@@ -1,0 +1,274 @@
+//! The one executor of the watcher: takes a snapshot (queue, inventory, builds, markers),
+//! asks the pure [`crate::campaign::tick::decide`] for one action, and carries it out under
+//! a single-flight OS file lock. `--tick` and the TUI's background task both call
+//! [`Campaign::tick`].
+
+use crate::backend::builds::{
+    BuildInfo, BuildKind, BuildService, BuildSpec, LocalBuilds, LocalStores, Runner,
+};
+use crate::backend::store::{LocalStore, ObjectStore};
+use crate::campaign::gate_params::{self, Buckets};
+use crate::campaign::inventory::{self, Inventory};
+use crate::campaign::markers::{MarkerSet, Markers};
+use crate::campaign::qspec::GateKind;
+use crate::campaign::queue::{Queue, QueueError};
+use crate::campaign::tick::{self, Action, Decision, Outcome};
+use crate::config::Config;
+use serde::Serialize;
+use std::fs::File;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Build(#[from] crate::backend::builds::BuildError),
+    #[error("{0}")]
+    Params(#[from] gate_params::ParamsError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl WatchError {
+    /// Configuration/data problem (exit 2) rather than a backend failure (exit 3)?
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            WatchError::Queue(_) | WatchError::Params(_) | WatchError::Other(_)
+        )
+    }
+}
+
+pub struct Campaign {
+    pub cfg: Config,
+    pub gcs: Box<dyn ObjectStore>,
+    pub r2: Box<dyn ObjectStore>,
+    pub builds: Box<dyn BuildService>,
+    pub markers: Markers,
+}
+
+/// Everything the decision needs, read at one moment.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub queue: Queue,
+    pub inventory: Inventory,
+    /// every build, newest first
+    pub builds: Vec<BuildInfo>,
+    pub markers: MarkerSet,
+    pub taken_at: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub decision: Decision,
+    pub dry_run: bool,
+    pub submitted: Option<String>,
+    pub locked_out: bool,
+}
+
+impl TickReport {
+    pub fn line(&self) -> String {
+        if self.locked_out {
+            return "nothing: another tick holds the lock".into();
+        }
+        let s = self.decision.summary();
+        match (&self.decision.action, self.dry_run, &self.submitted) {
+            (Some(_), true, _) => format!("dry run: would {s} (pass --submit to act)"),
+            (Some(_), false, Some(id)) => format!("{s}: build {id}"),
+            _ => s,
+        }
+    }
+    pub fn all_done(&self) -> bool {
+        self.decision.outcome == Outcome::AllDone
+    }
+}
+
+impl Campaign {
+    /// The embedded local default: directory buckets and local child-process builds.
+    pub fn local(cfg: Config, runner: Runner) -> Campaign {
+        let stores = LocalStores {
+            gcs_dir: cfg.gcs_dir.clone(),
+            r2_dir: cfg.r2_dir.clone(),
+            hf_dir: cfg.hf_dir.clone(),
+            calib_text: cfg.calib_text.clone(),
+        };
+        Campaign {
+            gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
+            r2: Box::new(LocalStore::new(&cfg.r2_dir)),
+            builds: Box::new(LocalBuilds {
+                dir: cfg.builds_dir.clone(),
+                stores,
+                runner,
+            }),
+            markers: Markers::new(cfg.state_dir.join("markers")),
+            cfg,
+        }
+    }
+
+    pub fn load_queue(&self) -> Result<Queue, WatchError> {
+        Ok(Queue::load(&self.cfg.queue)?)
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot, WatchError> {
+        let queue = self.load_queue()?;
+        let inventory = inventory::probe(
+            &queue.entries,
+            self.gcs.as_ref(),
+            self.r2.as_ref(),
+            &self.cfg.qspecs,
+        );
+        let builds = self.builds.list(false)?;
+        let markers = self.markers.snapshot().map_err(|source| WatchError::Io {
+            path: self.markers.dir().to_path_buf(),
+            source,
+        })?;
+        Ok(Snapshot {
+            queue,
+            inventory,
+            builds,
+            markers,
+            taken_at: crate::backend::builds::now(),
+        })
+    }
+
+    fn lock(&self) -> Result<Option<File>, WatchError> {
+        let p = self.cfg.state_dir.join("tick.lock");
+        let io = |source| WatchError::Io {
+            path: p.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.cfg.state_dir).map_err(io)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(io)?;
+        match f.try_lock() {
+            Ok(()) => Ok(Some(f)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+
+    /// One watcher tick: at most one action, single-flight.
+    pub fn tick(&self, submit: bool) -> Result<TickReport, WatchError> {
+        let Some(_lock) = self.lock()? else {
+            let decision = Decision {
+                action: None,
+                outcome: Outcome::Idle,
+                notes: vec![],
+            };
+            return Ok(TickReport {
+                decision,
+                dry_run: !submit,
+                submitted: None,
+                locked_out: true,
+            });
+        };
+        let snap = self.snapshot()?;
+        let decision = tick::decide(
+            &snap.queue.entries,
+            &snap.inventory,
+            &snap.builds,
+            &snap.markers,
+        );
+        let submitted = match (&decision.action, submit) {
+            (Some(a), true) => Some(self.execute(a, &snap)?.id),
+            _ => None,
+        };
+        Ok(TickReport {
+            decision,
+            dry_run: !submit,
+            submitted,
+            locked_out: false,
+        })
+    }
+
+    fn buckets(&self) -> Buckets<'_> {
+        Buckets {
+            gcs: &self.cfg.gcs_bucket,
+            r2: &self.cfg.r2_bucket,
+        }
+    }
+
+    /// The build an action would submit.
+    pub fn build_spec(&self, action: &Action, snap: &Snapshot) -> Result<BuildSpec, WatchError> {
+        match action {
+            Action::SubmitEncode { id } => {
+                let e = snap
+                    .queue
+                    .get(id)
+                    .ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let q = match snap.inventory.get(id).map(|m| &m.gate) {
+                    Some(GateKind::Argmax(q)) => q.clone(),
+                    other => {
+                        return Err(WatchError::Other(format!(
+                            "{id}: no argmax gate ({other:?})"
+                        )))
+                    }
+                };
+                let subs = gate_params::encode_params(
+                    e,
+                    &q,
+                    &self.buckets(),
+                    self.cfg.search,
+                    self.cfg.ppl_max,
+                )?;
+                Ok(BuildSpec {
+                    kind: BuildKind::Encode,
+                    model_id: id.clone(),
+                    substitutions: subs,
+                    tags: vec!["kaiju".into(), "kaiju-encode".into(), id.clone()],
+                })
+            }
+            Action::SubmitFeeder { id, hf_source } => {
+                let e = snap
+                    .queue
+                    .get(id)
+                    .ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let subs = gate_params::feeder_params(e, hf_source, &self.buckets())?;
+                Ok(BuildSpec {
+                    kind: BuildKind::Feeder,
+                    model_id: id.clone(),
+                    substitutions: subs,
+                    tags: vec!["kaiju".into(), "iq-ladder".into(), id.clone()],
+                })
+            }
+        }
+    }
+
+    /// Carry out an action: marker first (so a crash can never double-submit), then submit.
+    pub fn execute(&self, action: &Action, snap: &Snapshot) -> Result<BuildInfo, WatchError> {
+        let spec = self.build_spec(action, snap)?;
+        let kind = match spec.kind {
+            BuildKind::Encode => "done",
+            BuildKind::Feeder => "feeder",
+        };
+        let id = spec.model_id.clone();
+        self.markers
+            .set(
+                &id,
+                kind,
+                &format!("submitted at {}\n", crate::backend::builds::now()),
+            )
+            .map_err(|source| WatchError::Io {
+                path: self.markers.dir().to_path_buf(),
+                source,
+            })?;
+        match self.builds.submit(&spec) {
+            Ok(b) => Ok(b),
+            Err(e) => {
+                let _ = self.markers.remove(&id, kind);
+                Err(e.into())
+            }
+        }
+    }
+}
