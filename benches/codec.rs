@@ -21,48 +21,29 @@ impl Rng {
 
 fn main() {
     let quick = std::env::var("KAIJU_BENCH_QUICK").is_ok();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let n = if quick { 20_000 } else { 200_000 };
-    let ys: Vec<[f32; 24]> = (0..n)
-        .map(|_| std::array::from_fn(|_| rng.gauss() * 2.8))
-        .collect();
-    let ws: Vec<[f32; 24]> = (0..n)
-        .map(|_| std::array::from_fn(|_| (rng.gauss()).exp()))
-        .collect();
+    let ys: Vec<[f32; 24]> = (0..n).map(|_| std::array::from_fn(|_| rng.gauss() * 2.8)).collect();
+    let ws: Vec<[f32; 24]> = (0..n).map(|_| std::array::from_fn(|_| (rng.gauss()).exp())).collect();
     println!("| measurement | value |\n|---|---|");
     let t = Instant::now();
     let mut acc = 0i64;
     for y in &ys {
         acc += leech::decode_unweighted(y)[0] as i64;
     }
-    println!(
-        "| Leech decode, unweighted | {:.3} µs |",
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
-    );
+    println!("| Leech decode, unweighted | {:.3} µs |", t.elapsed().as_secs_f64() * 1e6 / n as f64);
     let t = Instant::now();
     for (y, w) in ys.iter().zip(&ws) {
         acc += leech::decode(y, w)[0] as i64;
     }
-    println!(
-        "| Leech decode, weighted | {:.3} µs |",
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
-    );
-    let idx: Vec<u64> = ys
-        .iter()
-        .map(|y| leech::index_of(&leech::decode_unweighted(y)))
-        .collect();
+    println!("| Leech decode, weighted | {:.3} µs |", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    let idx: Vec<u64> = ys.iter().map(|y| leech::index_of(&leech::decode_unweighted(y))).collect();
     let t = Instant::now();
     for &i in &idx {
         acc += leech::point_of(i)[0] as i64;
     }
-    println!(
-        "| index → point (dequant of 24 weights) | {:.3} µs |",
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
-    );
+    println!("| index → point (dequant of 24 weights) | {:.3} µs |", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 
     let cols = 4096;
     let rows = if quick { 16 } else { 128 };
@@ -72,17 +53,8 @@ fn main() {
     for search in [0u8, 1, 2] {
         for (label, im) in [("plain", &ones), ("log-normal imatrix", &imp)] {
             let t = Instant::now();
-            let (bytes, st) = pool.install(|| {
-                kaiju1::encode_tensor(
-                    &w,
-                    cols,
-                    |_| im,
-                    EncodeOptions {
-                        search,
-                        ..Default::default()
-                    },
-                )
-            });
+            let (bytes, st) = pool
+                .install(|| kaiju1::encode_tensor(&w, cols, |_| im, EncodeOptions { search, ..Default::default() }));
             let secs = t.elapsed().as_secs_f64();
             println!(
                 "| encode Gaussian 4096-wide, search {search}, {label} | {:.2} M weights/core-s, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
@@ -102,10 +74,7 @@ fn main() {
             }
         }
     }
-    println!(
-        "| bpw at 4096 columns (incl. scales) | {:.4} |",
-        kaiju1::bpw(cols)
-    );
+    println!("| bpw at 4096 columns (incl. scales) | {:.4} |", kaiju1::bpw(cols));
     println!("| rate-distortion bound at 2.0 bpw (codebook) / 2.25 bpw | 12.04 dB / 13.55 dB |");
     println!("| reference: llama.cpp IQ2_XS on this machine | 2.3 M weights/core-s |");
     std::hint::black_box(acc);

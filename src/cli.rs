@@ -6,20 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "kaiju-tui",
-    version,
-    about = "Control room and KAIJU1 encoder for a model-zoo quantization campaign"
-)]
+#[command(name = "kaiju-tui", version, about = "Control room and KAIJU1 encoder for a model-zoo quantization campaign")]
 pub struct Cli {
     /// Run one headless watcher tick (for cron): at most one action; dry run unless --submit.
     #[arg(long, conflicts_with = "encode")]
     pub tick: bool,
     /// With --tick: carry the action out (submit the build).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub submit: bool,
     /// With --tick / plan / status: machine-readable JSON output.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
     /// Run the KAIJU1 encoder (inside the build container).
     #[arg(long)]
@@ -198,10 +194,7 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Some(t) = cli.enc.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
-            .build_global()
-            .ok();
+        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
     }
     if cli.encode {
         return run_encode(&cli.enc);
@@ -216,21 +209,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Some(Cmd::Plan) => crate::commands::plan(&cli),
         Some(Cmd::Status) => crate::commands::status(&cli),
-        Some(Cmd::GateParams { ref id, ref format }) => {
-            crate::commands::gate_params(&cli, id, format)
-        }
-        Some(Cmd::Hold { ref id, ref reason }) => {
-            crate::commands::hold(&cli, id, reason.as_deref())
-        }
+        Some(Cmd::GateParams { ref id, ref format }) => crate::commands::gate_params(&cli, id, format),
+        Some(Cmd::Hold { ref id, ref reason }) => crate::commands::hold(&cli, id, reason.as_deref()),
         Some(Cmd::Unhold { ref id, ref to }) => crate::commands::unhold(&cli, id, to),
         Some(Cmd::Requeue { ref id }) => crate::commands::requeue(&cli, id),
         Some(Cmd::Move { ref id, ref dir }) => crate::commands::move_model(&cli, id, dir),
         Some(Cmd::Demo) => crate::commands::demo(&cli),
         Some(Cmd::Convert { to, input, output }) => {
-            anyhow::ensure!(
-                to.eq_ignore_ascii_case("f16"),
-                "--to {to:?}: only f16 is supported"
-            );
+            anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
             let n = crate::convert::to_f16_file(&input, &output, false)?;
             println!("{}: {n} bytes", output.display());
             Ok(exit::OK)
@@ -239,51 +225,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             print!("{}", crate::inspect::inspect(&file, with.as_deref())?);
             Ok(exit::OK)
         }
-        Some(Cmd::Gate {
-            knot,
-            qspec,
-            ppl_text,
-            ppl_max,
-            ppl_chunks,
-            log,
-            telemetry,
-        }) => {
+        Some(Cmd::Gate { knot, qspec, ppl_text, ppl_max, ppl_chunks, log, telemetry }) => {
             let log = log.unwrap_or_else(|| gate_log_path(&knot));
-            let job = crate::gate::GateJob {
-                knot,
-                qspec,
-                ppl_text,
-                ppl_max,
-                ppl_chunks,
-                log: Some(log.clone()),
-                telemetry,
-            };
+            let job =
+                crate::gate::GateJob { knot, qspec, ppl_text, ppl_max, ppl_chunks, log: Some(log.clone()), telemetry };
             let out = crate::gate::run(&job)?;
             print!("{}", out.log_text());
             println!("gate log: {}", log.display());
-            Ok(if out.passed() {
-                exit::OK
-            } else {
-                exit::GATE_FAILED
-            })
+            Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
         }
-        Some(Cmd::MintGate {
-            f16,
-            prompt,
-            id,
-            out,
-        }) => {
+        Some(Cmd::MintGate { f16, prompt, id, out }) => {
             let q = crate::gate::mint(&f16, &prompt, id)?;
             let json = serde_json::to_string_pretty(&q)? + "\n";
             match out {
                 Some(p) => {
                     crate::fsutil::write_atomic(&p, json.as_bytes())?;
-                    println!(
-                        "{}: expect_token {} on {:?}",
-                        p.display(),
-                        q.expect_token,
-                        q.prompt_tokens
-                    );
+                    println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
                 }
                 None => print!("{json}"),
             }
@@ -294,10 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
-    let need = |v: &Option<PathBuf>, f: &str| {
-        v.clone()
-            .ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"))
-    };
+    let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
     let job = crate::encode::EncodeJob {
         f16: need(&a.f16, "f16")?,
         imatrix: need(&a.imatrix, "imatrix")?,
@@ -306,10 +260,7 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         telemetry: a.telemetry.clone(),
         opts: EncodeOptions {
             variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--modulus {}: expected 4 (2.25 bpw), 5 (2.58 bpw) or 6 (2.92 bpw)",
-                    a.modulus
-                )
+                anyhow::anyhow!("--modulus {}: expected 4 (2.25 bpw), 5 (2.58 bpw) or 6 (2.92 bpw)", a.modulus)
             })?,
             search: a.search,
             magnitude: a.magnitude,
@@ -335,9 +286,6 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
 
 /// `<knot>.gate.log` beside the knot (`x.knot` → `x.gate.log`).
 pub fn gate_log_path(knot: &std::path::Path) -> PathBuf {
-    let stem = knot
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "knot".into());
+    let stem = knot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "knot".into());
     knot.with_file_name(format!("{stem}.gate.log"))
 }

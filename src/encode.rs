@@ -90,8 +90,7 @@ pub struct Sources {
     pub base_sha256: String,
 }
 
-pub const CODEC_NAME: &str =
-    "KAIJU1: Leech lattice Λ24/qΛ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
+pub const CODEC_NAME: &str = "KAIJU1: Leech lattice Λ24/qΛ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
 
 /// Is this tensor name a 2D attention/FFN matmul weight?
 pub fn is_matmul_weight(name: &str) -> bool {
@@ -138,10 +137,8 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
                     ))
                 }
             }
-            Some(ft) if ft.dims != bt.dims => problems.push(format!(
-                "{}: shape {:?} in the f16 truth but {:?} in the base knot",
-                bt.name, ft.dims, bt.dims
-            )),
+            Some(ft) if ft.dims != bt.dims => problems
+                .push(format!("{}: shape {:?} in the f16 truth but {:?} in the base knot", bt.name, ft.dims, bt.dims)),
             Some(ft) => {
                 if !is_matmul_weight(&bt.name) || bt.dims.len() < 2 {
                     continue;
@@ -160,20 +157,10 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
                     ));
                     continue;
                 }
-                let n_mat = if ft.dims.len() >= 3 {
-                    ft.dims[2] as usize
-                } else {
-                    1
-                };
-                let got = im
-                    .for_tensor(&bt.name, ft.ne0() as usize)
-                    .map(|e| e.n_mat)
-                    .unwrap_or(0);
+                let n_mat = if ft.dims.len() >= 3 { ft.dims[2] as usize } else { 1 };
+                let got = im.for_tensor(&bt.name, ft.ne0() as usize).map(|e| e.n_mat).unwrap_or(0);
                 if got != n_mat && got != 1 {
-                    problems.push(format!(
-                        "{}: imatrix covers {got} experts, tensor has {n_mat}",
-                        bt.name
-                    ));
+                    problems.push(format!("{}: imatrix covers {got} experts, tensor has {n_mat}", bt.name));
                     continue;
                 }
                 if !dequant::supported(ft.ty) {
@@ -190,9 +177,7 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
     }
     for name in im.entries.keys() {
         if base.tensor(name).is_none() {
-            problems.push(format!(
-                "{name}: has an imatrix entry but is not a tensor of the base knot"
-            ));
+            problems.push(format!("{name}: has an imatrix entry but is not a tensor of the base knot"));
         }
     }
     if selected.is_empty() && problems.is_empty() {
@@ -207,17 +192,11 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
 
 pub fn sha256_file(path: &Path) -> Result<String, EncodeError> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|source| EncodeError::Io {
-        path: path.into(),
-        source,
-    })?;
+    let mut f = std::fs::File::open(path).map_err(|source| EncodeError::Io { path: path.into(), source })?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(|source| EncodeError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let n = f.read(&mut buf).map_err(|source| EncodeError::Io { path: path.into(), source })?;
         if n == 0 {
             break;
         }
@@ -232,10 +211,7 @@ pub const IMPORTANCE_FLOOR: f64 = 0.01;
 /// Importances with a floor so that a dead column never makes a block weightless, and
 /// columns the calibration text barely used are not given up entirely.
 pub fn prepare_importance(raw: &[f32]) -> Vec<f32> {
-    let finite: Vec<f32> = raw
-        .iter()
-        .map(|&v| if v.is_finite() && v > 0.0 { v } else { 0.0 })
-        .collect();
+    let finite: Vec<f32> = raw.iter().map(|&v| if v.is_finite() && v > 0.0 { v } else { 0.0 }).collect();
     let mean = finite.iter().map(|&v| v as f64).sum::<f64>() / finite.len().max(1) as f64;
     if mean <= 0.0 {
         return vec![1.0; raw.len()];
@@ -253,86 +229,38 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let selected = plan_encode(&f16, &im, &base)?;
     let sel: std::collections::HashSet<&str> = selected.iter().map(|s| s.as_str()).collect();
 
-    let (h1, (h2, h3)) = rayon::join(
-        || sha256_file(&job.f16),
-        || rayon::join(|| sha256_file(&job.imatrix), || sha256_file(&job.base)),
-    );
-    let sources = Sources {
-        f16_sha256: h1?,
-        imatrix_sha256: h2?,
-        base_sha256: h3?,
-    };
+    let (h1, (h2, h3)) =
+        rayon::join(|| sha256_file(&job.f16), || rayon::join(|| sha256_file(&job.imatrix), || sha256_file(&job.base)));
+    let sources = Sources { f16_sha256: h1?, imatrix_sha256: h2?, base_sha256: h3? };
 
     let plans: Vec<TensorPlan> = base
         .tensors
         .iter()
         .map(|t| {
             if sel.contains(t.name.as_str()) {
-                let size =
-                    kaiju1::row_bytes(t.ne0() as usize, job.opts.variant) as u64 * t.n_rows();
-                TensorPlan {
-                    name: t.name.clone(),
-                    dims: t.dims.clone(),
-                    ty: TypeId(job.opts.variant.type_id()),
-                    size,
-                }
+                let size = kaiju1::row_bytes(t.ne0() as usize, job.opts.variant) as u64 * t.n_rows();
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(job.opts.variant.type_id()), size }
             } else {
-                TensorPlan {
-                    name: t.name.clone(),
-                    dims: t.dims.clone(),
-                    ty: t.ty,
-                    size: t.size,
-                }
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size }
             }
         })
         .collect();
-    let enc_weights: u64 = base
-        .tensors
-        .iter()
-        .filter(|t| sel.contains(t.name.as_str()))
-        .map(|t| t.n_elements())
-        .sum();
-    let enc_bytes: u64 = plans
-        .iter()
-        .filter(|p| sel.contains(p.name.as_str()))
-        .map(|p| p.size)
-        .sum();
+    let enc_weights: u64 = base.tensors.iter().filter(|t| sel.contains(t.name.as_str())).map(|t| t.n_elements()).sum();
+    let enc_bytes: u64 = plans.iter().filter(|p| sel.contains(p.name.as_str())).map(|p| p.size).sum();
     let bpw = enc_bytes as f64 * 8.0 / enc_weights.max(1) as f64;
 
-    let mut meta: Vec<(String, Value)> = base
-        .metadata
-        .iter()
-        .filter(|(k, _)| !k.starts_with("kaiju."))
-        .cloned()
-        .collect();
+    let mut meta: Vec<(String, Value)> =
+        base.metadata.iter().filter(|(k, _)| !k.starts_with("kaiju.")).cloned().collect();
     meta.push(("kaiju.version".into(), Value::U32(kaiju1::VERSION)));
     meta.push(("kaiju.codec".into(), Value::str(CODEC_NAME)));
-    meta.push((
-        "kaiju.type_id".into(),
-        Value::U32(job.opts.variant.type_id()),
-    ));
-    meta.push((
-        "kaiju.voronoi_modulus".into(),
-        Value::U32(job.opts.variant.q),
-    ));
+    meta.push(("kaiju.type_id".into(), Value::U32(job.opts.variant.type_id())));
+    meta.push(("kaiju.voronoi_modulus".into(), Value::U32(job.opts.variant.q)));
     meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
     meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
-    meta.push((
-        "kaiju.encoded_tensors".into(),
-        Value::U32(selected.len() as u32),
-    ));
-    meta.push((
-        "kaiju.source.f16_sha256".into(),
-        Value::str(&sources.f16_sha256),
-    ));
-    meta.push((
-        "kaiju.source.imatrix_sha256".into(),
-        Value::str(&sources.imatrix_sha256),
-    ));
-    meta.push((
-        "kaiju.source.base_sha256".into(),
-        Value::str(&sources.base_sha256),
-    ));
+    meta.push(("kaiju.encoded_tensors".into(), Value::U32(selected.len() as u32)));
+    meta.push(("kaiju.source.f16_sha256".into(), Value::str(&sources.f16_sha256)));
+    meta.push(("kaiju.source.imatrix_sha256".into(), Value::str(&sources.imatrix_sha256)));
+    meta.push(("kaiju.source.base_sha256".into(), Value::str(&sources.base_sha256)));
 
     let mut w = GgufWriter::create(&job.out, &meta, plans)?;
     let mut prog = Progress::new("encode", enc_weights, job.quiet);
@@ -395,10 +323,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     };
     if let Some(p) = &job.telemetry {
         let json = serde_json::to_vec_pretty(&tel).expect("telemetry serializes");
-        crate::fsutil::write_atomic(p, &json).map_err(|source| EncodeError::Io {
-            path: p.clone(),
-            source,
-        })?;
+        crate::fsutil::write_atomic(p, &json).map_err(|source| EncodeError::Io { path: p.clone(), source })?;
     }
     Ok(tel)
 }
@@ -414,22 +339,11 @@ fn encode_one(
 ) -> Result<ErrStats, EncodeError> {
     let ne0 = ft.ne0() as usize;
     let rows = ft.n_rows() as usize;
-    let entry = im
-        .for_tensor(&ft.name, ne0)
-        .expect("checked by plan_encode");
-    let rows_per_mat = if entry.n_mat > 1 {
-        rows / entry.n_mat
-    } else {
-        rows
-    };
-    let imps: Vec<Vec<f32>> = (0..entry.n_mat)
-        .map(|m| prepare_importance(entry.matrix(m)))
-        .collect();
+    let entry = im.for_tensor(&ft.name, ne0).expect("checked by plan_encode");
+    let rows_per_mat = if entry.n_mat > 1 { rows / entry.n_mat } else { rows };
+    let imps: Vec<Vec<f32>> = (0..entry.n_mat).map(|m| prepare_importance(entry.matrix(m))).collect();
     let src = f16.data(ft);
-    let src_row = ft
-        .ty
-        .row_bytes(ne0 as u64)
-        .expect("dequantizable type has a row size") as usize;
+    let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
     let chunk_rows = ((1usize << 22) / ne0).max(1);
     let mut st = ErrStats::default();
     let mut buf = vec![0f32; chunk_rows * ne0];
@@ -437,12 +351,8 @@ fn encode_one(
         let nr = chunk_rows.min(rows - r0);
         let vals = &mut buf[..nr * ne0];
         dequant::to_f32(ft.ty, &src[r0 * src_row..(r0 + nr) * src_row], ne0, vals)?;
-        let (bytes, s) = kaiju1::encode_tensor(
-            vals,
-            ne0,
-            |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)],
-            opts,
-        );
+        let (bytes, s) =
+            kaiju1::encode_tensor(vals, ne0, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts);
         w.write_part(&bytes)?;
         st.add(&s);
         prog.advance((nr * ne0) as u64, &ft.name);

@@ -13,22 +13,12 @@ pub struct TempFile {
 
 impl TempFile {
     pub fn new(target: &Path) -> io::Result<TempFile> {
-        let dir = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         fs::create_dir_all(dir)?;
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
         let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), unique()));
         let f = File::create(&tmp)?;
-        Ok(TempFile {
-            target: target.to_path_buf(),
-            tmp,
-            out: Some(BufWriter::with_capacity(1 << 20, f)),
-        })
+        Ok(TempFile { target: target.to_path_buf(), tmp, out: Some(BufWriter::with_capacity(1 << 20, f)) })
     }
 
     pub fn target(&self) -> &Path {

@@ -16,12 +16,7 @@ pub enum ImatrixError {
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),
     #[error("{path}: at byte {offset}: {field}: {msg}")]
-    Malformed {
-        path: PathBuf,
-        offset: u64,
-        field: String,
-        msg: String,
-    },
+    Malformed { path: PathBuf, offset: u64, field: String, msg: String },
 }
 
 /// Importance of one weight tensor: `n_mat` matrices (experts) of `n_cols` input columns.
@@ -51,10 +46,7 @@ impl Imatrix {
     /// Load either format (detected by the GGUF magic).
     pub fn load(path: impl AsRef<Path>) -> Result<Imatrix, ImatrixError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| ImatrixError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| ImatrixError::Io { path: path.into(), source })?;
         Self::from_bytes(path, bytes)
     }
 
@@ -75,41 +67,27 @@ impl Imatrix {
         };
         if let Some(t) = g.get_str("general.type") {
             if t != "imatrix" {
-                return Err(bad(
-                    "general.type",
-                    format!("expected \"imatrix\", found {t:?}"),
-                ));
+                return Err(bad("general.type", format!("expected \"imatrix\", found {t:?}")));
             }
         }
-        let mut im = Imatrix {
-            format: "gguf",
-            ..Default::default()
-        };
+        let mut im = Imatrix { format: "gguf", ..Default::default() };
         im.chunk_count = g.get_u64("imatrix.chunk_count");
         if let Some(crate::gguf::Value::Array(_, items)) = g.get("imatrix.datasets") {
-            im.datasets = items
-                .iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect();
+            im.datasets = items.iter().filter_map(|v| v.as_str().map(String::from)).collect();
         }
         for t in &g.tensors {
             let Some(name) = t.name.strip_suffix(".in_sum2") else {
                 continue;
             };
             let counts_name = format!("{name}.counts");
-            let c = g
-                .tensor(&counts_name)
-                .ok_or_else(|| bad(&counts_name, "missing counts tensor".into()))?;
+            let c = g.tensor(&counts_name).ok_or_else(|| bad(&counts_name, "missing counts tensor".into()))?;
             if t.ty != types::F32 || c.ty != types::F32 {
                 return Err(bad(&t.name, "in_sum2 and counts must be F32".into()));
             }
             let n_cols = t.ne0() as usize;
             let n_mat = t.n_rows() as usize;
             if c.n_elements() as usize != n_mat {
-                return Err(bad(
-                    &counts_name,
-                    format!("has {} values for {n_mat} matrices", c.n_elements()),
-                ));
+                return Err(bad(&counts_name, format!("has {} values for {n_mat} matrices", c.n_elements())));
             }
             let sums = f32s(g.data(t));
             let counts = f32s(g.data(c));
@@ -119,14 +97,7 @@ impl Imatrix {
                     values.push(if cnt > 0.0 { s / cnt } else { 1.0 });
                 }
             }
-            im.entries.insert(
-                name.to_string(),
-                ImEntry {
-                    n_cols,
-                    n_mat,
-                    values,
-                },
-            );
+            im.entries.insert(name.to_string(), ImEntry { n_cols, n_mat, values });
         }
         Ok(im)
     }
@@ -140,33 +111,20 @@ impl Imatrix {
             msg,
         };
         let rd_i32 = |pos: &mut usize, field: &str| -> Result<i32, ImatrixError> {
-            let s = b
-                .get(*pos..*pos + 4)
-                .ok_or_else(|| err(*pos, field, "truncated file".into()))?;
+            let s = b.get(*pos..*pos + 4).ok_or_else(|| err(*pos, field, "truncated file".into()))?;
             *pos += 4;
             Ok(i32::from_le_bytes(s.try_into().expect("4 bytes")))
         };
         let n = rd_i32(&mut pos, "n_entries")?;
         if n < 0 || n as usize > b.len() / 12 {
-            return Err(err(
-                0,
-                "n_entries",
-                format!("{n} entries cannot fit in a {}-byte file", b.len()),
-            ));
+            return Err(err(0, "n_entries", format!("{n} entries cannot fit in a {}-byte file", b.len())));
         }
-        let mut im = Imatrix {
-            format: "dat",
-            ..Default::default()
-        };
+        let mut im = Imatrix { format: "dat", ..Default::default() };
         for i in 0..n {
             let at = pos;
             let len = rd_i32(&mut pos, &format!("entry[{i}].name_len"))?;
             if len <= 0 || len as usize > b.len() - pos {
-                return Err(err(
-                    at,
-                    &format!("entry[{i}].name_len"),
-                    format!("bad name length {len}"),
-                ));
+                return Err(err(at, &format!("entry[{i}].name_len"), format!("bad name length {len}")));
             }
             let name = String::from_utf8_lossy(&b[pos..pos + len as usize]).into_owned();
             pos += len as usize;
@@ -182,26 +140,15 @@ impl Imatrix {
             }
             let vals = f32s(&b[pos..pos + nval as usize * 4]);
             pos += nval as usize * 4;
-            let values = vals
-                .iter()
-                .map(|&v| if ncall > 0 { v / ncall as f32 } else { v })
-                .collect();
-            im.entries.insert(
-                name,
-                ImEntry {
-                    n_cols: nval as usize,
-                    n_mat: 1,
-                    values,
-                },
-            );
+            let values = vals.iter().map(|&v| if ncall > 0 { v / ncall as f32 } else { v }).collect();
+            im.entries.insert(name, ImEntry { n_cols: nval as usize, n_mat: 1, values });
         }
         if b.len() - pos >= 8 {
             let last_chunk = rd_i32(&mut pos, "last_chunk")?;
             im.chunk_count = u64::try_from(last_chunk).ok();
             let len = rd_i32(&mut pos, "dataset_len")?;
             if len > 0 && len as usize <= b.len() - pos {
-                im.datasets
-                    .push(String::from_utf8_lossy(&b[pos..pos + len as usize]).into_owned());
+                im.datasets.push(String::from_utf8_lossy(&b[pos..pos + len as usize]).into_owned());
             }
         }
         Ok(im)
@@ -215,18 +162,12 @@ impl Imatrix {
             return Some(e.clone());
         }
         if n_cols > 0 && e.values.len() % n_cols == 0 && e.n_mat == 1 {
-            return Some(ImEntry {
-                n_cols,
-                n_mat: e.values.len() / n_cols,
-                values: e.values.clone(),
-            });
+            return Some(ImEntry { n_cols, n_mat: e.values.len() / n_cols, values: e.values.clone() });
         }
         None
     }
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }

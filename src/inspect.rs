@@ -20,9 +20,7 @@ fn human(b: u64) -> String {
 
 /// Summarise `path`; with `model`, an imatrix's coverage of that model's matmul weights.
 pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
-    let bytes_head = std::fs::read(path)
-        .map(|b| b.starts_with(b"GGUF"))
-        .unwrap_or(false);
+    let bytes_head = std::fs::read(path).map(|b| b.starts_with(b"GGUF")).unwrap_or(false);
     let is_imatrix = if bytes_head {
         let g = Gguf::open(path)?;
         g.get_str("general.type") == Some("imatrix")
@@ -43,25 +41,10 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
         )?;
         if let Some(m) = model {
             let g = Gguf::open(m)?;
-            let want: Vec<_> = g
-                .tensors
-                .iter()
-                .filter(|t| is_matmul_weight(&t.name))
-                .collect();
-            let have = want
-                .iter()
-                .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some())
-                .count();
-            writeln!(
-                s,
-                "coverage of {}: {have}/{} matmul weights",
-                m.display(),
-                want.len()
-            )?;
-            for t in want
-                .iter()
-                .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none())
-            {
+            let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
+            let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
+            writeln!(s, "coverage of {}: {have}/{} matmul weights", m.display(), want.len())?;
+            for t in want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()) {
                 writeln!(s, "  missing: {}", t.name)?;
             }
         }
@@ -89,11 +72,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     }
     let mut by_type: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     writeln!(s, "tensors ({}):", g.tensors.len())?;
-    writeln!(
-        s,
-        "  {:<36} {:<8} {:<22} {:>12} {:>6}",
-        "name", "type", "shape", "bytes", "bpw"
-    )?;
+    writeln!(s, "  {:<36} {:<8} {:<22} {:>12} {:>6}", "name", "type", "shape", "bytes", "bpw")?;
     for t in &g.tensors {
         let e = by_type.entry(t.ty.name()).or_default();
         e.0 += 1;
@@ -108,11 +87,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
             format!("{:?}", t.dims),
             t.size,
             bpw,
-            if t.size_inferred {
-                "  (size inferred)"
-            } else {
-                ""
-            }
+            if t.size_inferred { "  (size inferred)" } else { "" }
         )?;
     }
     writeln!(s, "by type:")?;
@@ -126,21 +101,9 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     }
     if let Some(m) = model {
         let im = Imatrix::load(m)?;
-        let want: Vec<_> = g
-            .tensors
-            .iter()
-            .filter(|t| is_matmul_weight(&t.name))
-            .collect();
-        let have = want
-            .iter()
-            .filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some())
-            .count();
-        writeln!(
-            s,
-            "imatrix {} covers {have}/{} matmul weights",
-            m.display(),
-            want.len()
-        )?;
+        let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
+        let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
+        writeln!(s, "imatrix {} covers {have}/{} matmul weights", m.display(), want.len())?;
     }
     Ok(s)
 }

@@ -39,11 +39,7 @@ impl Progress {
             if now.duration_since(self.last).as_millis() < 100 && !finished {
                 return;
             }
-            let frac = if self.total > 0 {
-                self.done as f64 / self.total as f64
-            } else {
-                1.0
-            };
+            let frac = if self.total > 0 { self.done as f64 / self.total as f64 } else { 1.0 };
             let width = 30usize;
             let fill = (frac * width as f64) as usize;
             let el = self.start.elapsed().as_secs_f64();

@@ -3,9 +3,7 @@
 //! a single-flight OS file lock. `--tick` and the TUI's background task both call
 //! [`Campaign::tick`].
 
-use crate::backend::builds::{
-    BuildInfo, BuildKind, BuildService, BuildSpec, LocalBuilds, LocalStores, Runner,
-};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildService, BuildSpec, LocalBuilds, LocalStores, Runner};
 use crate::backend::store::{LocalStore, ObjectStore};
 use crate::campaign::gate_params::{self, Buckets};
 use crate::campaign::inventory::{self, Inventory};
@@ -39,10 +37,7 @@ pub enum WatchError {
 impl WatchError {
     /// Configuration/data problem (exit 2) rather than a backend failure (exit 3)?
     pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            WatchError::Queue(_) | WatchError::Params(_) | WatchError::Other(_)
-        )
+        matches!(self, WatchError::Queue(_) | WatchError::Params(_) | WatchError::Other(_))
     }
 }
 
@@ -102,11 +97,7 @@ impl Campaign {
         Campaign {
             gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
             r2: Box::new(LocalStore::new(&cfg.r2_dir)),
-            builds: Box::new(LocalBuilds {
-                dir: cfg.builds_dir.clone(),
-                stores,
-                runner,
-            }),
+            builds: Box::new(LocalBuilds { dir: cfg.builds_dir.clone(), stores, runner }),
             markers: Markers::new(cfg.state_dir.join("markers")),
             cfg,
         }
@@ -118,39 +109,20 @@ impl Campaign {
 
     pub fn snapshot(&self) -> Result<Snapshot, WatchError> {
         let queue = self.load_queue()?;
-        let inventory = inventory::probe(
-            &queue.entries,
-            self.gcs.as_ref(),
-            self.r2.as_ref(),
-            &self.cfg.qspecs,
-        );
+        let inventory = inventory::probe(&queue.entries, self.gcs.as_ref(), self.r2.as_ref(), &self.cfg.qspecs);
         let builds = self.builds.list(false)?;
-        let markers = self.markers.snapshot().map_err(|source| WatchError::Io {
-            path: self.markers.dir().to_path_buf(),
-            source,
-        })?;
-        Ok(Snapshot {
-            queue,
-            inventory,
-            builds,
-            markers,
-            taken_at: crate::backend::builds::now(),
-        })
+        let markers = self
+            .markers
+            .snapshot()
+            .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
+        Ok(Snapshot { queue, inventory, builds, markers, taken_at: crate::backend::builds::now() })
     }
 
     fn lock(&self) -> Result<Option<File>, WatchError> {
         let p = self.cfg.state_dir.join("tick.lock");
-        let io = |source| WatchError::Io {
-            path: p.clone(),
-            source,
-        };
+        let io = |source| WatchError::Io { path: p.clone(), source };
         std::fs::create_dir_all(&self.cfg.state_dir).map_err(io)?;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(io)?;
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io)?;
         match f.try_lock() {
             Ok(()) => Ok(Some(f)),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
@@ -161,67 +133,32 @@ impl Campaign {
     /// One watcher tick: at most one action, single-flight.
     pub fn tick(&self, submit: bool) -> Result<TickReport, WatchError> {
         let Some(_lock) = self.lock()? else {
-            let decision = Decision {
-                action: None,
-                outcome: Outcome::Idle,
-                notes: vec![],
-            };
-            return Ok(TickReport {
-                decision,
-                dry_run: !submit,
-                submitted: None,
-                locked_out: true,
-            });
+            let decision = Decision { action: None, outcome: Outcome::Idle, notes: vec![] };
+            return Ok(TickReport { decision, dry_run: !submit, submitted: None, locked_out: true });
         };
         let snap = self.snapshot()?;
-        let decision = tick::decide(
-            &snap.queue.entries,
-            &snap.inventory,
-            &snap.builds,
-            &snap.markers,
-        );
+        let decision = tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers);
         let submitted = match (&decision.action, submit) {
             (Some(a), true) => Some(self.execute(a, &snap)?.id),
             _ => None,
         };
-        Ok(TickReport {
-            decision,
-            dry_run: !submit,
-            submitted,
-            locked_out: false,
-        })
+        Ok(TickReport { decision, dry_run: !submit, submitted, locked_out: false })
     }
 
     fn buckets(&self) -> Buckets<'_> {
-        Buckets {
-            gcs: &self.cfg.gcs_bucket,
-            r2: &self.cfg.r2_bucket,
-        }
+        Buckets { gcs: &self.cfg.gcs_bucket, r2: &self.cfg.r2_bucket }
     }
 
     /// The build an action would submit.
     pub fn build_spec(&self, action: &Action, snap: &Snapshot) -> Result<BuildSpec, WatchError> {
         match action {
             Action::SubmitEncode { id } => {
-                let e = snap
-                    .queue
-                    .get(id)
-                    .ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
                 let q = match snap.inventory.get(id).map(|m| &m.gate) {
                     Some(GateKind::Argmax(q)) => q.clone(),
-                    other => {
-                        return Err(WatchError::Other(format!(
-                            "{id}: no argmax gate ({other:?})"
-                        )))
-                    }
+                    other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
                 };
-                let subs = gate_params::encode_params(
-                    e,
-                    &q,
-                    &self.buckets(),
-                    self.cfg.search,
-                    self.cfg.ppl_max,
-                )?;
+                let subs = gate_params::encode_params(e, &q, &self.buckets(), self.cfg.search, self.cfg.ppl_max)?;
                 Ok(BuildSpec {
                     kind: BuildKind::Encode,
                     model_id: id.clone(),
@@ -230,10 +167,7 @@ impl Campaign {
                 })
             }
             Action::SubmitFeeder { id, hf_source } => {
-                let e = snap
-                    .queue
-                    .get(id)
-                    .ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
                 let subs = gate_params::feeder_params(e, hf_source, &self.buckets())?;
                 Ok(BuildSpec {
                     kind: BuildKind::Feeder,
@@ -254,15 +188,8 @@ impl Campaign {
         };
         let id = spec.model_id.clone();
         self.markers
-            .set(
-                &id,
-                kind,
-                &format!("submitted at {}\n", crate::backend::builds::now()),
-            )
-            .map_err(|source| WatchError::Io {
-                path: self.markers.dir().to_path_buf(),
-                source,
-            })?;
+            .set(&id, kind, &format!("submitted at {}\n", crate::backend::builds::now()))
+            .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
         match self.builds.submit(&spec) {
             Ok(b) => Ok(b),
             Err(e) => {

@@ -97,10 +97,7 @@ impl BuildInfo {
             let base = k.rsplit('/').next().unwrap_or(k);
             return base.strip_suffix("-kaiju1.knot").map(String::from);
         }
-        self.substitutions
-            .get("_KNOT_NAME")
-            .and_then(|k| k.strip_suffix(".knot"))
-            .map(String::from)
+        self.substitutions.get("_KNOT_NAME").and_then(|k| k.strip_suffix(".knot")).map(String::from)
     }
 
     pub fn elapsed(&self, now: f64) -> f64 {
@@ -138,10 +135,7 @@ pub trait BuildService: Send + Sync {
 }
 
 pub fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Where a local build finds the local "buckets".
@@ -175,10 +169,7 @@ pub const LOG_FILE: &str = "log.txt";
 
 impl LocalBuilds {
     fn err(&self, msg: String) -> BuildError {
-        BuildError::Service {
-            service: self.describe(),
-            msg,
-        }
+        BuildError::Service { service: self.describe(), msg }
     }
 
     fn read_status(&self, dir: &Path) -> Option<BuildInfo> {
@@ -200,10 +191,7 @@ impl LocalBuilds {
 }
 
 pub fn write_status(dir: &Path, info: &BuildInfo) -> std::io::Result<()> {
-    crate::fsutil::write_atomic(
-        &dir.join(STATUS_FILE),
-        &serde_json::to_vec_pretty(info).expect("serializes"),
-    )
+    crate::fsutil::write_atomic(&dir.join(STATUS_FILE), &serde_json::to_vec_pretty(info).expect("serializes"))
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -234,17 +222,10 @@ impl BuildService for LocalBuilds {
             detail: None,
             pid: None,
         };
-        let w = |p: &str, v: Vec<u8>| {
-            crate::fsutil::write_atomic(&dir.join(p), &v).map_err(|e| self.err(e.to_string()))
-        };
-        w(
-            SPEC_FILE,
-            serde_json::to_vec_pretty(spec).expect("serializes"),
-        )?;
-        w(
-            STORES_FILE,
-            serde_json::to_vec_pretty(&self.stores).expect("serializes"),
-        )?;
+        let w =
+            |p: &str, v: Vec<u8>| crate::fsutil::write_atomic(&dir.join(p), &v).map_err(|e| self.err(e.to_string()));
+        w(SPEC_FILE, serde_json::to_vec_pretty(spec).expect("serializes"))?;
+        w(STORES_FILE, serde_json::to_vec_pretty(&self.stores).expect("serializes"))?;
         write_status(&dir, &info).map_err(|e| self.err(e.to_string()))?;
         match &self.runner {
             Runner::Inline => {
@@ -268,10 +249,7 @@ impl BuildService for LocalBuilds {
                 let mut i = info.clone();
                 i.pid = Some(child.id());
                 // the runner rewrites status as it goes; record the pid only if still queued
-                if self
-                    .read_status(&dir)
-                    .is_some_and(|s| s.status == BuildStatus::Queued)
-                {
+                if self.read_status(&dir).is_some_and(|s| s.status == BuildStatus::Queued) {
                     let _ = write_status(&dir, &i);
                 }
             }
@@ -293,11 +271,7 @@ impl BuildService for LocalBuilds {
                 }
             }
         }
-        out.sort_by(|a, b| {
-            b.create_time
-                .total_cmp(&a.create_time)
-                .then(b.id.cmp(&a.id))
-        });
+        out.sort_by(|a, b| b.create_time.total_cmp(&a.create_time).then(b.id.cmp(&a.id)));
         Ok(out)
     }
 
@@ -305,10 +279,7 @@ impl BuildService for LocalBuilds {
         let dir = self.dir.join(id);
         let mut info = self
             .read_status(&dir)
-            .ok_or_else(|| BuildError::NoSuchBuild {
-                service: self.describe(),
-                id: id.into(),
-            })?;
+            .ok_or_else(|| BuildError::NoSuchBuild { service: self.describe(), id: id.into() })?;
         // a runner that died without finishing leaves WORKING behind: report it
         if info.status.is_ongoing() {
             if let Some(pid) = info.pid {
@@ -330,16 +301,11 @@ impl BuildService for LocalBuilds {
         let dir = self.dir.join(id);
         let mut info = self.get(id)?;
         if !info.status.is_ongoing() {
-            return Err(self.err(format!(
-                "build {id} is {} and cannot be cancelled",
-                info.status.as_str()
-            )));
+            return Err(self.err(format!("build {id} is {} and cannot be cancelled", info.status.as_str())));
         }
         std::fs::write(dir.join("cancel"), b"").map_err(|e| self.err(e.to_string()))?;
         if let Some(pid) = info.pid {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
+            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
         }
         info.status = BuildStatus::Cancelled;
         info.finish_time = Some(now());
@@ -352,22 +318,13 @@ impl BuildService for LocalBuilds {
         let mut f = match std::fs::File::open(&p) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LogChunk {
-                    data: vec![],
-                    next_offset: offset,
-                })
+                return Ok(LogChunk { data: vec![], next_offset: offset })
             }
             Err(e) => return Err(self.err(format!("{}: {e}", p.display()))),
         };
-        f.seek(SeekFrom::Start(offset))
-            .map_err(|e| self.err(e.to_string()))?;
+        f.seek(SeekFrom::Start(offset)).map_err(|e| self.err(e.to_string()))?;
         let mut data = Vec::new();
-        f.take(1 << 20)
-            .read_to_end(&mut data)
-            .map_err(|e| self.err(e.to_string()))?;
-        Ok(LogChunk {
-            next_offset: offset + data.len() as u64,
-            data,
-        })
+        f.take(1 << 20).read_to_end(&mut data).map_err(|e| self.err(e.to_string()))?;
+        Ok(LogChunk { next_offset: offset + data.len() as u64, data })
     }
 }

@@ -25,20 +25,11 @@ impl Ctx {
         let _ = self.log.flush();
     }
     fn sub(&self, k: &str) -> Result<&str, String> {
-        self.spec
-            .substitutions
-            .get(k)
-            .map(|s| s.as_str())
-            .ok_or_else(|| format!("substitution {k} is missing"))
+        self.spec.substitutions.get(k).map(|s| s.as_str()).ok_or_else(|| format!("substitution {k} is missing"))
     }
     fn store_for(&self, uri: &str) -> Result<(LocalStore, String), String> {
-        let (scheme, rest) = uri
-            .split_once("://")
-            .ok_or_else(|| format!("{uri}: expected gs:// or r2://"))?;
-        let key = rest
-            .split_once('/')
-            .map(|(_, k)| k.to_string())
-            .ok_or_else(|| format!("{uri}: no object key"))?;
+        let (scheme, rest) = uri.split_once("://").ok_or_else(|| format!("{uri}: expected gs:// or r2://"))?;
+        let key = rest.split_once('/').map(|(_, k)| k.to_string()).ok_or_else(|| format!("{uri}: no object key"))?;
         match scheme {
             "gs" => Ok((LocalStore::new(&self.stores.gcs_dir), key)),
             "r2" => Ok((LocalStore::new(&self.stores.r2_dir), key)),
@@ -60,25 +51,15 @@ pub fn chrono_like(t: f64) -> String {
 pub fn run_build(dir: &Path) {
     let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{f}: {e}"));
     let setup = (|| -> Result<Ctx, String> {
-        let spec: BuildSpec =
-            serde_json::from_slice(&read(builds::SPEC_FILE)?).map_err(|e| e.to_string())?;
-        let stores: LocalStores =
-            serde_json::from_slice(&read(builds::STORES_FILE)?).map_err(|e| e.to_string())?;
-        let info: BuildInfo =
-            serde_json::from_slice(&read(builds::STATUS_FILE)?).map_err(|e| e.to_string())?;
+        let spec: BuildSpec = serde_json::from_slice(&read(builds::SPEC_FILE)?).map_err(|e| e.to_string())?;
+        let stores: LocalStores = serde_json::from_slice(&read(builds::STORES_FILE)?).map_err(|e| e.to_string())?;
+        let info: BuildInfo = serde_json::from_slice(&read(builds::STATUS_FILE)?).map_err(|e| e.to_string())?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.join(builds::LOG_FILE))
             .map_err(|e| e.to_string())?;
-        Ok(Ctx {
-            dir: dir.into(),
-            ws: dir.join("workspace"),
-            spec,
-            stores,
-            info,
-            log,
-        })
+        Ok(Ctx { dir: dir.into(), ws: dir.join("workspace"), spec, stores, info, log })
     })();
     let mut cx = match setup {
         Ok(c) => c,
@@ -92,12 +73,7 @@ pub fn run_build(dir: &Path) {
     cx.info.pid = Some(std::process::id());
     let _ = builds::write_status(dir, &cx.info);
     let kind = cx.spec.kind;
-    cx.line(&format!(
-        "build {} ({} for {}) starting",
-        cx.info.id,
-        kind.as_str(),
-        cx.spec.model_id
-    ));
+    cx.line(&format!("build {} ({} for {}) starting", cx.info.id, kind.as_str(), cx.spec.model_id));
     let steps: Vec<(&str, fn(&mut Ctx) -> Result<(), String>)> = match kind {
         BuildKind::Encode => vec![
             ("fetch-f16", step_fetch_f16),
@@ -191,31 +167,16 @@ fn out_knot(cx: &Ctx) -> Result<PathBuf, String> {
 fn step_encode(cx: &mut Ctx) -> Result<(), String> {
     let out = out_knot(cx)?;
     let name = cx.sub("_KNOT_NAME")?.to_string();
-    let search = cx
-        .spec
-        .substitutions
-        .get("_SEARCH")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let q: u32 = cx
-        .spec
-        .substitutions
-        .get("_MODULUS")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
-    let variant = crate::codec::kaiju1::Variant::new(q)
-        .ok_or_else(|| format!("_MODULUS={q}: expected 4, 5 or 6"))?;
+    let search = cx.spec.substitutions.get("_SEARCH").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let q: u32 = cx.spec.substitutions.get("_MODULUS").and_then(|s| s.parse().ok()).unwrap_or(4);
+    let variant = crate::codec::kaiju1::Variant::new(q).ok_or_else(|| format!("_MODULUS={q}: expected 4, 5 or 6"))?;
     let job = crate::encode::EncodeJob {
         f16: cx.ws.join("f16.gguf"),
         imatrix: cx.ws.join("model.imatrix"),
         base: cx.ws.join(name),
         out: out.clone(),
         telemetry: Some(out.with_extension("telemetry.json")),
-        opts: crate::codec::kaiju1::EncodeOptions {
-            search,
-            variant,
-            ..Default::default()
-        },
+        opts: crate::codec::kaiju1::EncodeOptions { search, variant, ..Default::default() },
         quiet: true,
     };
     let t = crate::encode::run(&job).map_err(|e| e.to_string())?;
@@ -233,37 +194,18 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
 
 fn step_gate(cx: &mut Ctx) -> Result<(), String> {
     let out = out_knot(cx)?;
-    let toks: Result<Vec<u32>, _> = cx
-        .sub("_PROMPT_TOKENS")?
-        .split(',')
-        .map(|t| t.trim().parse::<u32>())
-        .collect();
+    let toks: Result<Vec<u32>, _> = cx.sub("_PROMPT_TOKENS")?.split(',').map(|t| t.trim().parse::<u32>()).collect();
     let toks = toks.map_err(|e| format!("_PROMPT_TOKENS: {e}"))?;
-    let expect: u32 = cx
-        .sub("_EXPECT_TOKEN")?
-        .parse()
-        .map_err(|e| format!("_EXPECT_TOKEN: {e}"))?;
-    let reject = cx
-        .spec
-        .substitutions
-        .get("_REJECT_TOKEN")
-        .and_then(|s| s.parse::<u32>().ok());
+    let expect: u32 = cx.sub("_EXPECT_TOKEN")?.parse().map_err(|e| format!("_EXPECT_TOKEN: {e}"))?;
+    let reject = cx.spec.substitutions.get("_REJECT_TOKEN").and_then(|s| s.parse::<u32>().ok());
     let mut q = serde_json::json!({"prompt_tokens": toks, "expect_token": expect, "modality": "text-argmax"});
     if let Some(r) = reject {
         q["reject_token"] = r.into();
     }
     let qpath = cx.ws.join("gate.qspec.json");
     std::fs::write(&qpath, q.to_string()).map_err(|e| e.to_string())?;
-    let ppl_max = cx
-        .spec
-        .substitutions
-        .get("_PPL_MAX")
-        .and_then(|s| s.parse::<f64>().ok());
-    let ppl_text = if ppl_max.is_some() {
-        cx.stores.calib_text.clone()
-    } else {
-        None
-    };
+    let ppl_max = cx.spec.substitutions.get("_PPL_MAX").and_then(|s| s.parse::<f64>().ok());
+    let ppl_text = if ppl_max.is_some() { cx.stores.calib_text.clone() } else { None };
     let job = crate::gate::GateJob {
         knot: out.clone(),
         qspec: qpath,
@@ -278,10 +220,7 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         cx.line(&format!("gate: {l}"));
     }
     if !g.passed() {
-        return Err(format!(
-            "gate failed: argmax {} (expected {})",
-            g.argmax, g.expect_token
-        ));
+        return Err(format!("gate failed: argmax {} (expected {})", g.argmax, g.expect_token));
     }
     Ok(())
 }
@@ -292,19 +231,12 @@ fn step_ship(cx: &mut Ctx) -> Result<(), String> {
     let r2 = LocalStore::new(&cx.stores.r2_dir);
     // telemetry and log first: the knot's presence is what marks the model DONE
     for (src, key) in [
-        (
-            out.with_extension("telemetry.json"),
-            keys::kaiju_telemetry(&id),
-        ),
+        (out.with_extension("telemetry.json"), keys::kaiju_telemetry(&id)),
         (out.with_extension("gate.log"), keys::kaiju_gate_log(&id)),
         (out.clone(), keys::kaiju_knot(&id)),
     ] {
         r2.put_file(&key, &src).map_err(|e| e.to_string())?;
-        cx.line(&format!(
-            "shipped {} → {}/{key}",
-            src.display(),
-            r2.describe()
-        ));
+        cx.line(&format!("shipped {} → {}/{key}", src.display(), r2.describe()));
     }
     Ok(())
 }
@@ -340,16 +272,12 @@ fn step_locate(cx: &mut Ctx) -> Result<(), String> {
         )
     })?;
     cx.line(&format!("source model: {}", src.display()));
-    std::fs::write(cx.ws.join("source.path"), src.to_string_lossy().as_bytes())
-        .map_err(|e| e.to_string())
+    std::fs::write(cx.ws.join("source.path"), src.to_string_lossy().as_bytes()).map_err(|e| e.to_string())
 }
 
 fn step_convert(cx: &mut Ctx) -> Result<(), String> {
-    let src = PathBuf::from(
-        std::fs::read_to_string(cx.ws.join("source.path")).map_err(|e| e.to_string())?,
-    );
-    let n = crate::convert::to_f16_file(&src, &cx.ws.join("f16.gguf"), true)
-        .map_err(|e| e.to_string())?;
+    let src = PathBuf::from(std::fs::read_to_string(cx.ws.join("source.path")).map_err(|e| e.to_string())?);
+    let n = crate::convert::to_f16_file(&src, &cx.ws.join("f16.gguf"), true).map_err(|e| e.to_string())?;
     cx.line(&format!("f16: {n} bytes"));
     Ok(())
 }
@@ -357,10 +285,8 @@ fn step_convert(cx: &mut Ctx) -> Result<(), String> {
 fn step_imatrix(cx: &mut Ctx) -> Result<(), String> {
     let d = hf_dir(cx)?;
     let dest = cx.ws.join("model.imatrix");
-    if let Some(p) = files_with(&d, |n| {
-        n.ends_with(".imatrix") || n.contains("imatrix.gguf") || n.contains("imatrix.dat")
-    })
-    .first()
+    if let Some(p) =
+        files_with(&d, |n| n.ends_with(".imatrix") || n.contains("imatrix.gguf") || n.contains("imatrix.dat")).first()
     {
         std::fs::copy(p, &dest).map_err(|e| e.to_string())?;
         cx.line(&format!("imatrix provided: {}", p.display()));
@@ -370,13 +296,8 @@ fn step_imatrix(cx: &mut Ctx) -> Result<(), String> {
         .into_iter()
         .next()
         .or(cx.stores.calib_text.clone())
-        .ok_or_else(|| {
-            "no imatrix provided and no calibration text (calib.txt) to compute one".to_string()
-        })?;
-    cx.line(&format!(
-        "computing imatrix with the native forward pass over {}",
-        calib.display()
-    ));
+        .ok_or_else(|| "no imatrix provided and no calibration text (calib.txt) to compute one".to_string())?;
+    cx.line(&format!("computing imatrix with the native forward pass over {}", calib.display()));
     let n = crate::gate::imatrix_calc::compute_file(&cx.ws.join("f16.gguf"), &calib, 512, 8, &dest)
         .map_err(|e| e.to_string())?;
     cx.line(&format!("imatrix: {n} tensors"));
@@ -387,9 +308,7 @@ fn step_persist(cx: &mut Ctx) -> Result<(), String> {
     for (sub, file) in [("_F16_URI", "f16.gguf"), ("_IMATRIX_URI", "model.imatrix")] {
         let uri = cx.sub(sub)?.to_string();
         let (store, key) = cx.store_for(&uri)?;
-        store
-            .put_file(&key, &cx.ws.join(file))
-            .map_err(|e| e.to_string())?;
+        store.put_file(&key, &cx.ws.join(file)).map_err(|e| e.to_string())?;
         cx.line(&format!("persisted {uri}"));
     }
     Ok(())

@@ -32,11 +32,7 @@ pub enum StoreError {
     #[error("{store}: {key}: not found")]
     NotFound { store: String, key: String },
     #[error("{store}: {key}: {msg}")]
-    Other {
-        store: String,
-        key: String,
-        msg: String,
-    },
+    Other { store: String, key: String, msg: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,22 +62,14 @@ impl LocalStore {
     }
 
     fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
-        if key.is_empty()
-            || key
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..")
-        {
+        if key.is_empty() || key.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
             return Err(self.err(key, "invalid object key".into()));
         }
         Ok(self.root.join(key))
     }
 
     fn err(&self, key: &str, msg: String) -> StoreError {
-        StoreError::Other {
-            store: self.describe(),
-            key: key.into(),
-            msg,
-        }
+        StoreError::Other { store: self.describe(), key: key.into(), msg }
     }
 }
 
@@ -106,10 +94,7 @@ impl ObjectStore for LocalStore {
     fn get_to_file(&self, key: &str, dest: &Path) -> Result<u64, StoreError> {
         let p = self.path(key)?;
         if !p.exists() {
-            return Err(StoreError::NotFound {
-                store: self.describe(),
-                key: key.into(),
-            });
+            return Err(StoreError::NotFound { store: self.describe(), key: key.into() });
         }
         if let Some(d) = dest.parent() {
             std::fs::create_dir_all(d).map_err(|e| self.err(key, e.to_string()))?;
@@ -117,9 +102,7 @@ impl ObjectStore for LocalStore {
         let _ = std::fs::remove_file(dest);
         // a hard link is a free "download" for a local bucket; fall back to a copy
         if std::fs::hard_link(&p, dest).is_ok() {
-            return std::fs::metadata(dest)
-                .map(|m| m.len())
-                .map_err(|e| self.err(key, e.to_string()));
+            return std::fs::metadata(dest).map(|m| m.len()).map_err(|e| self.err(key, e.to_string()));
         }
         std::fs::copy(&p, dest).map_err(|e| self.err(key, e.to_string()))
     }
@@ -128,26 +111,19 @@ impl ObjectStore for LocalStore {
         use std::io::{Read, Seek, SeekFrom};
         let p = self.path(key)?;
         let mut f = std::fs::File::open(&p).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StoreError::NotFound {
-                store: self.describe(),
-                key: key.into(),
-            },
+            std::io::ErrorKind::NotFound => StoreError::NotFound { store: self.describe(), key: key.into() },
             _ => self.err(key, e.to_string()),
         })?;
-        f.seek(SeekFrom::Start(start))
-            .map_err(|e| self.err(key, e.to_string()))?;
+        f.seek(SeekFrom::Start(start)).map_err(|e| self.err(key, e.to_string()))?;
         let mut buf = Vec::new();
-        f.take(len)
-            .read_to_end(&mut buf)
-            .map_err(|e| self.err(key, e.to_string()))?;
+        f.take(len).read_to_end(&mut buf).map_err(|e| self.err(key, e.to_string()))?;
         Ok(buf)
     }
 
     fn put_file(&self, key: &str, src: &Path) -> Result<(), StoreError> {
         let p = self.path(key)?;
         let mut t = crate::fsutil::TempFile::new(&p).map_err(|e| self.err(key, e.to_string()))?;
-        let mut f = std::fs::File::open(src)
-            .map_err(|e| self.err(key, format!("{}: {e}", src.display())))?;
+        let mut f = std::fs::File::open(src).map_err(|e| self.err(key, format!("{}: {e}", src.display())))?;
         std::io::copy(&mut f, t.writer()).map_err(|e| self.err(key, e.to_string()))?;
         t.commit().map_err(|e| self.err(key, e.to_string()))
     }
@@ -172,10 +148,7 @@ impl ObjectStore for LocalStore {
                 } else if let Ok(rel) = p.strip_prefix(&self.root) {
                     let key = rel.to_string_lossy().replace('\\', "/");
                     if key.starts_with(prefix) {
-                        out.push(ObjectMeta {
-                            key,
-                            size: ent.metadata().map(|m| m.len()).unwrap_or(0),
-                        });
+                        out.push(ObjectMeta { key, size: ent.metadata().map(|m| m.len()).unwrap_or(0) });
                     }
                 }
             }
@@ -223,13 +196,7 @@ mod tests {
         assert_eq!(s.get_range("models/a.knot", 6, 100).unwrap(), b"world");
         let dst = d.path().join("out/x");
         assert_eq!(s.get_to_file("models/a.knot", &dst).unwrap(), 11);
-        assert_eq!(
-            s.list("models/").unwrap(),
-            vec![ObjectMeta {
-                key: "models/a.knot".into(),
-                size: 11
-            }]
-        );
+        assert_eq!(s.list("models/").unwrap(), vec![ObjectMeta { key: "models/a.knot".into(), size: 11 }]);
         assert!(matches!(s.head("../etc/passwd"), Probe::Unknown(_)));
     }
 

@@ -29,27 +29,15 @@ pub struct Plan {
 pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     let scale = e.params_b / 7.0;
     let encode_h = scale * c.encode_hours_per_7b;
-    let ladder_h = if needs_ladder {
-        scale * c.ladder_hours_per_7b
-    } else {
-        0.0
-    };
+    let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let disk = e.params_b * c.disk_gb_per_b + 10.0;
     let mut flags = Vec::new();
     if encode_h > c.encode_step_timeout_h {
-        flags.push(format!(
-            "encode step timeout {:.0}h > {:.0}h",
-            encode_h.ceil(),
-            c.encode_step_timeout_h
-        ));
+        flags.push(format!("encode step timeout {:.0}h > {:.0}h", encode_h.ceil(), c.encode_step_timeout_h));
     }
     if encode_h.max(ladder_h) > c.global_timeout_h {
-        flags.push(format!(
-            "global timeout {:.0}h > {:.0}h",
-            encode_h.max(ladder_h).ceil(),
-            c.global_timeout_h
-        ));
+        flags.push(format!("global timeout {:.0}h > {:.0}h", encode_h.max(ladder_h).ceil(), c.global_timeout_h));
     }
     if disk > c.disk_gb {
         flags.push(format!("disk {:.0} GB > {:.0} GB", disk.ceil(), c.disk_gb));
@@ -72,9 +60,7 @@ pub fn makespan(jobs: &[f64], n: usize) -> f64 {
     v.sort_by(|a, b| b.total_cmp(a));
     let mut slots = vec![0f64; n.max(1)];
     for j in v {
-        let i = (0..slots.len())
-            .min_by(|&a, &b| slots[a].total_cmp(&slots[b]))
-            .expect("n ≥ 1");
+        let i = (0..slots.len()).min_by(|&a, &b| slots[a].total_cmp(&slots[b])).expect("n ≥ 1");
         slots[i] += j;
     }
     slots.into_iter().fold(0.0, f64::max)
@@ -159,18 +145,12 @@ mod tests {
         let b = estimate(&e("22b", 22.0, Tag::ReadyNow), true, &c);
         assert!(b.flags.iter().any(|f| f.contains("encode step timeout")));
         let z = estimate(&e("70b", 70.0, Tag::ReadyNow), true, &c);
-        assert!(
-            z.flags.iter().any(|f| f.contains("disk"))
-                && z.flags.iter().any(|f| f.contains("global"))
-        );
+        assert!(z.flags.iter().any(|f| f.contains("disk")) && z.flags.iter().any(|f| f.contains("global")));
     }
 
     #[test]
     fn serial_is_sum_parallel_is_makespan() {
-        let c = CostConfig {
-            parallel: 2,
-            ..Default::default()
-        };
+        let c = CostConfig { parallel: 2, ..Default::default() };
         let q = vec![
             e("a", 7.0, Tag::ReadyNow),
             e("b", 14.0, Tag::AutoFeed),

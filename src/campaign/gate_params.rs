@@ -20,14 +20,8 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 16] = [
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
     ("_HF_SOURCE", "Qwen/Qwen2.5-7B-Instruct"),
-    (
-        "_F16_URI",
-        "gs://kaiju-truth/models/qwen2.5-7b/qwen2.5-7b-f16.gguf",
-    ),
-    (
-        "_IMATRIX_URI",
-        "r2://kaiju-knots/models/iq-ladder/qwen2.5-7b/qwen2.5-7b.imatrix",
-    ),
+    ("_F16_URI", "gs://kaiju-truth/models/qwen2.5-7b/qwen2.5-7b-f16.gguf"),
+    ("_IMATRIX_URI", "r2://kaiju-knots/models/iq-ladder/qwen2.5-7b/qwen2.5-7b.imatrix"),
     ("_BASE_URI", "r2://kaiju-knots/models/qwen2.5-7b.knot"),
     ("_KNOT_NAME", "qwen2.5-7b.knot"),
     ("_OUT_KEY", "kaiju/qwen2.5-7b-kaiju1.knot"),
@@ -56,8 +50,7 @@ pub fn family_tokenizer(family: &str, hf: Option<&str>) -> String {
 }
 
 pub fn is_shell_safe(v: &str) -> bool {
-    v.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._/:,=+@-".contains(c))
+    v.chars().all(|c| c.is_ascii_alphanumeric() || "._/:,=+@-".contains(c))
 }
 
 pub struct Buckets<'a> {
@@ -68,10 +61,7 @@ pub struct Buckets<'a> {
 fn checked(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ParamsError> {
     for (k, v) in &m {
         if !is_shell_safe(v) {
-            return Err(ParamsError::Unsafe {
-                key: k.clone(),
-                value: v.clone(),
-            });
+            return Err(ParamsError::Unsafe { key: k.clone(), value: v.clone() });
         }
     }
     Ok(m)
@@ -90,30 +80,18 @@ pub fn encode_params(
     let m: BTreeMap<String, String> = [
         ("_MODEL_ID", id.clone()),
         ("_FAMILY", e.family.clone()),
-        (
-            "_TOKENIZER",
-            family_tokenizer(&e.family, e.hf_source.as_deref()),
-        ),
+        ("_TOKENIZER", family_tokenizer(&e.family, e.hf_source.as_deref())),
         ("_HF_SOURCE", e.hf_source.clone().unwrap_or_default()),
         ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
-        (
-            "_IMATRIX_URI",
-            format!("r2://{}/{}", b.r2, keys::imatrix(id)),
-        ),
+        ("_IMATRIX_URI", format!("r2://{}/{}", b.r2, keys::imatrix(id))),
         ("_BASE_URI", format!("r2://{}/{}", b.r2, keys::base(id))),
         ("_KNOT_NAME", format!("{id}.knot")),
         ("_OUT_KEY", format!("kaiju/{id}-kaiju1.knot")),
         ("_SHIP_PREFIX", "models/".to_string()),
         ("_PROMPT_TOKENS", toks.join(",")),
         ("_EXPECT_TOKEN", q.expect_token.to_string()),
-        (
-            "_REJECT_TOKEN",
-            q.reject_token.map(|t| t.to_string()).unwrap_or_default(),
-        ),
-        (
-            "_PPL_MAX",
-            ppl_max.map(|p| p.to_string()).unwrap_or_default(),
-        ),
+        ("_REJECT_TOKEN", q.reject_token.map(|t| t.to_string()).unwrap_or_default()),
+        ("_PPL_MAX", ppl_max.map(|p| p.to_string()).unwrap_or_default()),
         ("_SEARCH", search.to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
     ]
@@ -124,11 +102,7 @@ pub fn encode_params(
 }
 
 /// Substitutions of the IQ-ladder feeder build.
-pub fn feeder_params(
-    e: &Entry,
-    hf: &str,
-    b: &Buckets,
-) -> Result<BTreeMap<String, String>, ParamsError> {
+pub fn feeder_params(e: &Entry, hf: &str, b: &Buckets) -> Result<BTreeMap<String, String>, ParamsError> {
     let id = &e.id;
     checked(
         [
@@ -136,10 +110,7 @@ pub fn feeder_params(
             ("_HF_SOURCE", hf.to_string()),
             ("_FAMILY", e.family.clone()),
             ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
-            (
-                "_IMATRIX_URI",
-                format!("r2://{}/{}", b.r2, keys::imatrix(id)),
-            ),
+            ("_IMATRIX_URI", format!("r2://{}/{}", b.r2, keys::imatrix(id))),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -156,10 +127,7 @@ pub enum Format {
 pub fn render(m: &BTreeMap<String, String>, f: Format) -> String {
     match f {
         Format::Json => serde_json::to_string_pretty(m).expect("serializes") + "\n",
-        Format::Shell => m
-            .iter()
-            .map(|(k, v)| format!("export {k}='{v}'\n"))
-            .collect(),
+        Format::Shell => m.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect(),
         Format::GcloudSubst => {
             // values may contain commas (token lists): use gcloud's alternate delimiter
             let body: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -191,19 +159,13 @@ mod tests {
     }
 
     fn qspec() -> QSpec {
-        QSpec::parse(
-            std::path::Path::new("q"),
-            r#"{"prompt_tokens":[11,22,33],"expect_token":44,"reject_token":55}"#,
-        )
-        .unwrap()
+        QSpec::parse(std::path::Path::new("q"), r#"{"prompt_tokens":[11,22,33],"expect_token":44,"reject_token":55}"#)
+            .unwrap()
     }
 
     #[test]
     fn qwen_defaults_are_preserved_by_the_mapping() {
-        let b = Buckets {
-            gcs: "kaiju-truth",
-            r2: "kaiju-knots",
-        };
+        let b = Buckets { gcs: "kaiju-truth", r2: "kaiju-knots" };
         let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None).unwrap();
         assert_eq!(m.len(), QWEN25_7B_DEFAULTS.len());
         for (k, v) in QWEN25_7B_DEFAULTS {
@@ -218,22 +180,14 @@ mod tests {
 
     #[test]
     fn unsafe_values_are_refused_and_formats_render() {
-        let b = Buckets {
-            gcs: "bucket;rm -rf",
-            r2: "r2",
-        };
-        let e = encode_params(&entry("x"), &qspec(), &b, 0, None)
-            .unwrap_err()
-            .to_string();
+        let b = Buckets { gcs: "bucket;rm -rf", r2: "r2" };
+        let e = encode_params(&entry("x"), &qspec(), &b, 0, None).unwrap_err().to_string();
         assert!(e.contains("_F16_URI"), "{e}");
         let b = Buckets { gcs: "g", r2: "r2" };
         let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5)).unwrap();
         assert!(render(&m, Format::Shell).contains("export _PPL_MAX='20.5'\n"));
         let g = render(&m, Format::GcloudSubst);
-        assert!(
-            g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"),
-            "{g}"
-        );
+        assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
     }
 }

@@ -21,26 +21,18 @@ pub struct ModelInventory {
 impl ModelInventory {
     /// All four prerequisites present and the qspec is an argmax gate.
     pub fn ready(&self) -> bool {
-        self.f16.is_present()
-            && self.imatrix.is_present()
-            && self.base.is_present()
-            && self.gate.is_gate()
+        self.f16.is_present() && self.imatrix.is_present() && self.base.is_present() && self.gate.is_gate()
     }
 
     /// UNKNOWN checks with their errors.
     pub fn unknowns(&self) -> Vec<(&'static str, String)> {
-        [
-            ("f16", &self.f16),
-            ("imatrix", &self.imatrix),
-            ("base", &self.base),
-            ("output", &self.output),
-        ]
-        .into_iter()
-        .filter_map(|(n, p)| match p {
-            Probe::Unknown(e) => Some((n, e.clone())),
-            _ => None,
-        })
-        .collect()
+        [("f16", &self.f16), ("imatrix", &self.imatrix), ("base", &self.base), ("output", &self.output)]
+            .into_iter()
+            .filter_map(|(n, p)| match p {
+                Probe::Unknown(e) => Some((n, e.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// What is missing, in words.
@@ -69,12 +61,7 @@ pub fn qspec_path(dir: &Path, id: &str) -> std::path::PathBuf {
 }
 
 /// Probe every queue entry (in parallel; each check is independent).
-pub fn probe(
-    entries: &[Entry],
-    gcs: &dyn ObjectStore,
-    r2: &dyn ObjectStore,
-    qspecs: &Path,
-) -> Inventory {
+pub fn probe(entries: &[Entry], gcs: &dyn ObjectStore, r2: &dyn ObjectStore, qspecs: &Path) -> Inventory {
     entries
         .par_iter()
         .map(|e| {

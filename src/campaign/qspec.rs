@@ -67,12 +67,10 @@ impl GateKind {
     pub fn reason(&self) -> Option<String> {
         match self {
             GateKind::Argmax(_) => None,
-            GateKind::Sentinel => Some(
-                "qspec is a gateway sentinel ([1]→1, knot /dev/null), not an argmax gate".into(),
-            ),
-            GateKind::Missing => {
-                Some("no qspec: run `kaiju-tui mint-gate` to derive one from the f16 model".into())
+            GateKind::Sentinel => {
+                Some("qspec is a gateway sentinel ([1]→1, knot /dev/null), not an argmax gate".into())
             }
+            GateKind::Missing => Some("no qspec: run `kaiju-tui mint-gate` to derive one from the f16 model".into()),
             GateKind::Invalid(m) => Some(format!("qspec invalid: {m}")),
         }
     }
@@ -80,10 +78,8 @@ impl GateKind {
 
 impl QSpec {
     pub fn parse(path: &Path, text: &str) -> Result<QSpec, QSpecError> {
-        let q: QSpec = serde_json::from_str(text).map_err(|e| QSpecError::Invalid {
-            path: path.into(),
-            msg: e.to_string(),
-        })?;
+        let q: QSpec =
+            serde_json::from_str(text).map_err(|e| QSpecError::Invalid { path: path.into(), msg: e.to_string() })?;
         if q.prompt_tokens.is_empty() {
             return Err(QSpecError::Invalid {
                 path: path.into(),
@@ -100,16 +96,12 @@ impl QSpec {
     }
 
     pub fn load(path: &Path) -> Result<QSpec, QSpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| QSpecError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| QSpecError::Io { path: path.into(), source })?;
         Self::parse(path, &text)
     }
 
     pub fn is_sentinel(&self) -> bool {
-        (self.prompt_tokens == [1] && self.expect_token == 1)
-            || self.knot.as_deref() == Some("/dev/null")
+        (self.prompt_tokens == [1] && self.expect_token == 1) || self.knot.as_deref() == Some("/dev/null")
     }
 
     pub fn classify(self) -> GateKind {
@@ -118,9 +110,7 @@ impl QSpec {
         }
         match self.modality.as_deref() {
             None | Some("text-argmax") => GateKind::Argmax(self),
-            Some(m) => {
-                GateKind::Invalid(format!("modality: expected \"text-argmax\", found {m:?}"))
-            }
+            Some(m) => GateKind::Invalid(format!("modality: expected \"text-argmax\", found {m:?}")),
         }
     }
 }
@@ -164,13 +154,9 @@ mod tests {
 
     #[test]
     fn invalid_qspecs_name_the_field() {
-        let e = p(r#"{"prompt_tokens":[],"expect_token":3}"#)
-            .unwrap_err()
-            .to_string();
+        let e = p(r#"{"prompt_tokens":[],"expect_token":3}"#).unwrap_err().to_string();
         assert!(e.contains("prompt_tokens"), "{e}");
-        let e = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"reject_token":3}"#)
-            .unwrap_err()
-            .to_string();
+        let e = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"reject_token":3}"#).unwrap_err().to_string();
         assert!(e.contains("reject_token"), "{e}");
         let e = p(r#"{"prompt_tokens":[1,2]}"#).unwrap_err().to_string();
         assert!(e.contains("expect_token"), "{e}");
@@ -180,9 +166,6 @@ mod tests {
 
     #[test]
     fn missing_file_is_missing() {
-        assert_eq!(
-            classify_file(Path::new("/nonexistent/x.qspec.json")),
-            GateKind::Missing
-        );
+        assert_eq!(classify_file(Path::new("/nonexistent/x.qspec.json")), GateKind::Missing);
     }
 }

@@ -21,13 +21,7 @@ pub enum Tag {
 }
 
 impl Tag {
-    pub const ALL: [Tag; 5] = [
-        Tag::ReadyNow,
-        Tag::AutoFeed,
-        Tag::External,
-        Tag::Hold,
-        Tag::OutOfScope,
-    ];
+    pub const ALL: [Tag; 5] = [Tag::ReadyNow, Tag::AutoFeed, Tag::External, Tag::Hold, Tag::OutOfScope];
     pub fn as_str(self) -> &'static str {
         match self {
             Tag::ReadyNow => "READY-NOW",
@@ -72,11 +66,7 @@ pub enum QueueError {
         source: std::io::Error,
     },
     #[error("{path}:{line}: {msg}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        msg: String,
-    },
+    Parse { path: PathBuf, line: usize, msg: String },
     #[error("{path}: changed on disk since it was loaded (another editor or the watcher?); reload and redo the edit — nothing was written")]
     Conflict { path: PathBuf },
     #[error("no model {0:?} in the queue")]
@@ -96,38 +86,27 @@ pub struct Queue {
 
 fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueError> {
     let (body, comment) = match raw.find('#') {
-        Some(i) => (
-            &raw[..i],
-            Some(raw[i + 1..].trim().to_string()).filter(|c| !c.is_empty()),
-        ),
+        Some(i) => (&raw[..i], Some(raw[i + 1..].trim().to_string()).filter(|c| !c.is_empty())),
         None => (raw, None),
     };
     let toks: Vec<&str> = body.split_whitespace().collect();
     if toks.is_empty() {
         return Ok(None);
     }
-    let err = |msg: String| QueueError::Parse {
-        path: path.into(),
-        line: n,
-        msg,
-    };
+    let err = |msg: String| QueueError::Parse { path: path.into(), line: n, msg };
     let id = toks[0];
-    if !id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        return Err(err(format!(
-            "model id {id:?}: expected letters, digits, '.', '_' or '-'"
-        )));
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus) = (None, None, None, None, None);
     for t in &toks[1..] {
         if let Some(v) = t.strip_prefix("params=") {
-            params = Some(v.parse::<f64>().ok().filter(|p| *p > 0.0).ok_or_else(|| {
-                err(format!(
-                    "{id}: params={v:?}: expected a positive number of billions"
-                ))
-            })?);
+            params = Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|p| *p > 0.0)
+                    .ok_or_else(|| err(format!("{id}: params={v:?}: expected a positive number of billions")))?,
+            );
         } else if let Some(v) = t.strip_prefix("family=") {
             family = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("hf=") {
@@ -137,11 +116,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                 v.parse::<u32>()
                     .ok()
                     .filter(|q| (4..=6).contains(q))
-                    .ok_or_else(|| {
-                        err(format!(
-                            "{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 4, 5 or 6"
-                        ))
-                    })?,
+                    .ok_or_else(|| err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 4, 5 or 6")))?,
             );
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
@@ -160,12 +135,8 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         family: family.ok_or_else(|| err(format!("{id}: missing family=<name>")))?,
         hf_source: hf,
         modulus,
-        tag: tag.ok_or_else(|| {
-            err(format!(
-                "{id}: missing state tag ({})",
-                Tag::ALL.map(|t| t.as_str()).join(" / ")
-            ))
-        })?,
+        tag: tag
+            .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
         comment,
         line: n,
     }))
@@ -175,11 +146,7 @@ impl Queue {
     pub fn parse(path: &Path, text: &str) -> Result<Queue, QueueError> {
         let trailing_newline = text.ends_with('\n');
         let body = text.strip_suffix('\n').unwrap_or(text);
-        let lines: Vec<String> = if text.is_empty() {
-            vec![]
-        } else {
-            body.split('\n').map(String::from).collect()
-        };
+        let lines: Vec<String> = if text.is_empty() { vec![] } else { body.split('\n').map(String::from).collect() };
         let mut entries = Vec::new();
         for (i, l) in lines.iter().enumerate() {
             if let Some(e) = parse_line(path, i + 1, l)? {
@@ -193,20 +160,11 @@ impl Queue {
                 entries.push(e);
             }
         }
-        Ok(Queue {
-            path: path.into(),
-            lines,
-            trailing_newline,
-            loaded: text.as_bytes().to_vec(),
-            entries,
-        })
+        Ok(Queue { path: path.into(), lines, trailing_newline, loaded: text.as_bytes().to_vec(), entries })
     }
 
     pub fn load(path: &Path) -> Result<Queue, QueueError> {
-        let text = std::fs::read_to_string(path).map_err(|source| QueueError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| QueueError::Io { path: path.into(), source })?;
         Self::parse(path, &text)
     }
 
@@ -232,9 +190,7 @@ impl Queue {
     }
 
     fn line_of(&self, id: &str) -> Result<usize, QueueError> {
-        self.get(id)
-            .map(|e| e.line - 1)
-            .ok_or_else(|| QueueError::NoSuchModel(id.into()))
+        self.get(id).map(|e| e.line - 1).ok_or_else(|| QueueError::NoSuchModel(id.into()))
     }
 
     /// Change a model's state tag in place (and, if given, its comment).
@@ -282,11 +238,7 @@ impl Queue {
     /// Move a model one entry up (`-1`) or down (`+1`) past its neighbouring entry;
     /// comment lines stay where they are.
     pub fn move_by(&mut self, id: &str, dir: i32) -> Result<(), QueueError> {
-        let pos = self
-            .entries
-            .iter()
-            .position(|e| e.id == id)
-            .ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        let pos = self.entries.iter().position(|e| e.id == id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
         let other = pos as i64 + dir.signum() as i64;
         if other < 0 || other as usize >= self.entries.len() {
             return Err(QueueError::Edit(format!(
@@ -294,33 +246,20 @@ impl Queue {
                 if dir < 0 { "top" } else { "bottom" }
             )));
         }
-        let (a, b) = (
-            self.entries[pos].line - 1,
-            self.entries[other as usize].line - 1,
-        );
+        let (a, b) = (self.entries[pos].line - 1, self.entries[other as usize].line - 1);
         self.lines.swap(a, b);
         self.reparse()
     }
 
     /// Write atomically, refusing if the file changed on disk since load.
     pub fn save(&mut self) -> Result<(), QueueError> {
-        let io = |source| QueueError::Io {
-            path: self.path.clone(),
-            source,
-        };
+        let io = |source| QueueError::Io { path: self.path.clone(), source };
         let lock_path = self.path.with_extension("txt.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io)?;
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io)?;
         lock.lock().map_err(io)?;
         let current = std::fs::read(&self.path).map_err(io)?;
         if current != self.loaded {
-            return Err(QueueError::Conflict {
-                path: self.path.clone(),
-            });
+            return Err(QueueError::Conflict { path: self.path.clone() });
         }
         let text = self.render();
         crate::fsutil::write_atomic(&self.path, text.as_bytes()).map_err(io)?;
@@ -348,22 +287,15 @@ mod tests {
         assert_eq!(e.len(), 3);
         assert_eq!(e[1].comment.as_deref(), Some("small"));
         assert_eq!(e[2].tag, Tag::Hold);
-        assert_eq!(
-            e[0].hf_source.as_deref(),
-            Some("HuggingFaceTB/SmolLM2-135M-Instruct")
-        );
+        assert_eq!(e[0].hf_source.as_deref(), Some("HuggingFaceTB/SmolLM2-135M-Instruct"));
     }
 
     #[test]
     fn hold_edits_only_the_tag_and_comment() {
         let mut q = q();
-        q.set_tag("smollm2-135m", Tag::Hold, Some("operator hold"))
-            .unwrap();
+        q.set_tag("smollm2-135m", Tag::Hold, Some("operator hold")).unwrap();
         let s = q.render();
-        assert!(
-            s.contains("hf=HuggingFaceTB/SmolLM2-135M-Instruct   HOLD  # operator hold\n"),
-            "{s}"
-        );
+        assert!(s.contains("hf=HuggingFaceTB/SmolLM2-135M-Instruct   HOLD  # operator hold\n"), "{s}");
         q.set_tag("smollm2-135m", Tag::ReadyNow, None).unwrap();
         assert!(q.render().contains("   READY-NOW  # operator hold\n"));
         assert_eq!(q.get("smollm2-135m").unwrap().tag, Tag::ReadyNow);
@@ -381,24 +313,15 @@ mod tests {
 
     #[test]
     fn parse_errors_name_line_and_field() {
-        let e = Queue::parse(Path::new("queue.txt"), "a params=x family=l HOLD\n")
-            .unwrap_err()
-            .to_string();
+        let e = Queue::parse(Path::new("queue.txt"), "a params=x family=l HOLD\n").unwrap_err().to_string();
         assert!(e.contains("queue.txt:1") && e.contains("params="), "{e}");
-        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l\n")
-            .unwrap_err()
-            .to_string();
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l\n").unwrap_err().to_string();
         assert!(e.contains("missing state tag"), "{e}");
-        let e = Queue::parse(
-            Path::new("queue.txt"),
-            "a params=1 family=l HOLD\na params=1 family=l HOLD\n",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("duplicate"), "{e}");
-        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD bogus\n")
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD\na params=1 family=l HOLD\n")
             .unwrap_err()
             .to_string();
+        assert!(e.contains("duplicate"), "{e}");
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD bogus\n").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");
     }
 
@@ -415,9 +338,9 @@ mod tests {
         let e = b.save().unwrap_err();
         assert!(matches!(e, QueueError::Conflict { .. }));
         // a's edit survived
-        assert!(std::fs::read_to_string(&p).unwrap().contains(
-            "qwen2.5-0.5b params=0.5  family=qwen2  hf=Qwen/Qwen2.5-0.5B-Instruct HOLD  # small"
-        ));
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("qwen2.5-0.5b params=0.5  family=qwen2  hf=Qwen/Qwen2.5-0.5B-Instruct HOLD  # small"));
         // a can keep editing from its fresh state
         a.move_by("gemma-2-9b", -1).unwrap();
         a.save().unwrap();

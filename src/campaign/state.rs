@@ -44,12 +44,7 @@ pub fn latest_build<'a>(id: &str, builds: &'a [BuildInfo]) -> Option<&'a BuildIn
     builds.iter().find(|b| b.model().as_deref() == Some(id))
 }
 
-pub fn state_of(
-    e: &Entry,
-    inv: Option<&ModelInventory>,
-    builds: &[BuildInfo],
-    markers: &MarkerSet,
-) -> ModelState {
+pub fn state_of(e: &Entry, inv: Option<&ModelInventory>, builds: &[BuildInfo], markers: &MarkerSet) -> ModelState {
     match e.tag {
         Tag::OutOfScope => return ModelState::OutOfScope,
         Tag::Hold => return ModelState::Hold,
@@ -74,15 +69,10 @@ pub fn state_of(
     let failed_build = latest_build(&e.id, builds).is_some_and(|b| {
         matches!(
             b.status,
-            BuildStatus::Failure
-                | BuildStatus::InternalError
-                | BuildStatus::Timeout
-                | BuildStatus::Cancelled
+            BuildStatus::Failure | BuildStatus::InternalError | BuildStatus::Timeout | BuildStatus::Cancelled
         )
     });
-    if markers.done.contains(&e.id)
-        || (failed_build && markers.feeder.contains(&e.id) && !m.ready())
-    {
+    if markers.done.contains(&e.id) || (failed_build && markers.feeder.contains(&e.id) && !m.ready()) {
         return ModelState::Failed;
     }
     if m.ready() {

@@ -73,24 +73,17 @@ fn is_done(inv: &Inventory, id: &str) -> bool {
     inv.get(id).is_some_and(|m| m.output.is_present())
 }
 
-pub fn decide(
-    queue: &[Entry],
-    inv: &Inventory,
-    builds: &[BuildInfo],
-    markers: &MarkerSet,
-) -> Decision {
-    let mut notes = Vec::new();
-    let in_flight: Vec<String> = builds
+pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet) -> Decision {
+    // every held model is reported loudly on every tick, whatever else happens
+    let mut notes: Vec<String> = queue
         .iter()
-        .filter(|b| b.status.is_ongoing() && b.is_ours())
-        .map(|b| b.id.clone())
+        .filter(|e| e.tag == Tag::Hold)
+        .map(|e| format!("HOLD {}: skipped, held by the operator ({})", e.id, e.comment.as_deref().unwrap_or("no reason given")))
         .collect();
+    let in_flight: Vec<String> =
+        builds.iter().filter(|b| b.status.is_ongoing() && b.is_ours()).map(|b| b.id.clone()).collect();
     if !in_flight.is_empty() {
-        return Decision {
-            action: None,
-            outcome: Outcome::Busy { builds: in_flight },
-            notes,
-        };
+        return Decision { action: None, outcome: Outcome::Busy { builds: in_flight }, notes };
     }
     for e in queue {
         let id = e.id.as_str();
@@ -100,19 +93,13 @@ pub fn decide(
                 notes.push(format!("skip {id}: OUT-OF-SCOPE ({why})"));
                 continue;
             }
-            Tag::Hold => {
-                notes.push(format!("HOLD {id}: skipped, held by the operator ({why})"));
-                continue;
-            }
+            Tag::Hold => continue,
             _ => {}
         }
         let Some(m) = inv.get(id) else {
             return Decision {
                 action: None,
-                outcome: Outcome::Blocked {
-                    id: id.into(),
-                    why: "not probed".into(),
-                },
+                outcome: Outcome::Blocked { id: id.into(), why: "not probed".into() },
                 notes,
             };
         };
@@ -121,44 +108,27 @@ pub fn decide(
         }
         let unknown = m.unknowns();
         if !unknown.is_empty() {
-            let why = unknown
-                .iter()
-                .map(|(n, e)| format!("{n}: {e}"))
-                .collect::<Vec<_>>()
-                .join("; ");
+            let why = unknown.iter().map(|(n, e)| format!("{n}: {e}")).collect::<Vec<_>>().join("; ");
             notes.push(format!("stop at {id}: UNKNOWN {why}"));
-            return Decision {
-                action: None,
-                outcome: Outcome::Blocked { id: id.into(), why },
-                notes,
-            };
+            return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), why }, notes };
         }
         if markers.done.contains(id) {
-            notes.push(format!("skip {id}: encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)"));
+            notes
+                .push(format!("skip {id}: encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)"));
             continue;
         }
         if m.ready() {
-            return Decision {
-                action: Some(Action::SubmitEncode { id: id.into() }),
-                outcome: Outcome::Act,
-                notes,
-            };
+            return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
         }
         if e.tag == Tag::External {
-            notes.push(format!(
-                "skip {id}: EXTERNAL, waiting for {}",
-                m.missing().join(", ")
-            ));
+            notes.push(format!("skip {id}: EXTERNAL, waiting for {}", m.missing().join(", ")));
             continue;
         }
         let needs_feed = m.f16.is_absent() || m.imatrix.is_absent();
         match (&e.hf_source, needs_feed) {
             (Some(hf), true) if !markers.feeder.contains(id) => {
                 return Decision {
-                    action: Some(Action::SubmitFeeder {
-                        id: id.into(),
-                        hf_source: hf.clone(),
-                    }),
+                    action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf.clone() }),
                     outcome: Outcome::Act,
                     notes,
                 };
@@ -167,26 +137,14 @@ pub fn decide(
                 "skip {id}: feeder was submitted but {} still missing (FAILED; requeue to retry)",
                 m.missing().join(", ")
             )),
-            (None, true) => notes.push(format!(
-                "skip {id}: {} missing and no HF source to feed from",
-                m.missing().join(", ")
-            )),
+            (None, true) => {
+                notes.push(format!("skip {id}: {} missing and no HF source to feed from", m.missing().join(", ")))
+            }
             (_, false) => notes.push(format!("skip {id}: not ready: {}", m.missing().join(", "))),
         }
     }
-    let all_done = queue
-        .iter()
-        .filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope))
-        .all(|e| is_done(inv, &e.id));
-    Decision {
-        action: None,
-        outcome: if all_done {
-            Outcome::AllDone
-        } else {
-            Outcome::Idle
-        },
-        notes,
-    }
+    let all_done = queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, &e.id));
+    Decision { action: None, outcome: if all_done { Outcome::AllDone } else { Outcome::Idle }, notes }
 }
 
 #[cfg(test)]
@@ -231,13 +189,7 @@ mod tests {
     }
 
     fn inv(f16: Probe, im: Probe, base: Probe, g: GateKind, out: Probe) -> ModelInventory {
-        ModelInventory {
-            f16,
-            imatrix: im,
-            base,
-            gate: g,
-            output: out,
-        }
+        ModelInventory { f16, imatrix: im, base, gate: g, output: out }
     }
 
     fn ready() -> ModelInventory {
@@ -256,10 +208,7 @@ mod tests {
             kind: Some(BuildKind::Encode),
             model_id: None,
             status,
-            substitutions: subs
-                .iter()
-                .map(|k| (k.to_string(), "x".to_string()))
-                .collect(),
+            substitutions: subs.iter().map(|k| (k.to_string(), "x".to_string())).collect(),
             tags: vec![],
             create_time: 0.0,
             start_time: None,
@@ -280,11 +229,7 @@ mod tests {
         for tag in [Tag::ReadyNow, Tag::AutoFeed, Tag::External] {
             let (q, i) = one(entry("a", tag, true), ready());
             let d = decide(&q, &i, &[], &none());
-            assert_eq!(
-                d.action,
-                Some(Action::SubmitEncode { id: "a".into() }),
-                "{tag}"
-            );
+            assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
         }
     }
 
@@ -292,13 +237,7 @@ mod tests {
     fn not_ready_with_hf_source_submits_feeder_once() {
         let (q, i) = one(entry("a", Tag::AutoFeed, true), inv(A, A, P, gate(), A));
         let d = decide(&q, &i, &[], &none());
-        assert_eq!(
-            d.action,
-            Some(Action::SubmitFeeder {
-                id: "a".into(),
-                hf_source: "org/a".into()
-            })
-        );
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() }));
         // with the .feeder marker (a failed or finished feeder) it is not resubmitted
         let mut m = none();
         m.feeder.insert("a".into());
@@ -308,10 +247,7 @@ mod tests {
         assert_eq!(d.outcome, Outcome::Idle);
         // only the imatrix missing also feeds
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), A));
-        assert!(matches!(
-            decide(&q, &i, &[], &none()).action,
-            Some(Action::SubmitFeeder { .. })
-        ));
+        assert!(matches!(decide(&q, &i, &[], &none()).action, Some(Action::SubmitFeeder { .. })));
     }
 
     #[test]
@@ -351,12 +287,7 @@ mod tests {
     #[test]
     fn nothing_while_any_build_of_ours_is_in_flight() {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
-        for keys in [
-            &["_HF_SOURCE"][..],
-            &["_KNOT_NAME"],
-            &["_OUT_KEY"],
-            &["_OUT_KEY", "_OTHER"],
-        ] {
+        for keys in [&["_HF_SOURCE"][..], &["_KNOT_NAME"], &["_OUT_KEY"], &["_OUT_KEY", "_OTHER"]] {
             for st in [BuildStatus::Queued, BuildStatus::Working] {
                 let d = decide(&q, &i, &[build(keys, st)], &none());
                 assert_eq!(d.action, None, "{keys:?}");
@@ -367,10 +298,7 @@ mod tests {
         let d = decide(
             &q,
             &i,
-            &[
-                build(&["_OUT_KEY"], BuildStatus::Success),
-                build(&["_UNRELATED"], BuildStatus::Working),
-            ],
+            &[build(&["_OUT_KEY"], BuildStatus::Success), build(&["_UNRELATED"], BuildStatus::Working)],
             &none(),
         );
         assert!(d.action.is_some());
@@ -389,10 +317,7 @@ mod tests {
             }
             let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
             let d = decide(&q, &i, &[], &none());
-            assert_eq!(
-                d.action, None,
-                "case {which}: UNKNOWN must not trigger a feeder"
-            );
+            assert_eq!(d.action, None, "case {which}: UNKNOWN must not trigger a feeder");
             assert!(matches!(d.outcome, Outcome::Blocked { .. }));
             assert!(d.summary().contains("UNKNOWN"));
         }
@@ -428,31 +353,18 @@ mod tests {
 
     #[test]
     fn queue_order_wins_and_at_most_one_action() {
-        let q = vec![
-            entry("a", Tag::Hold, true),
-            entry("b", Tag::AutoFeed, true),
-            entry("c", Tag::ReadyNow, true),
-        ];
+        let q = vec![entry("a", Tag::Hold, true), entry("b", Tag::AutoFeed, true), entry("c", Tag::ReadyNow, true)];
         let mut i = Inventory::new();
         i.insert("a".into(), ready());
         i.insert("b".into(), inv(A, A, P, gate(), A));
         i.insert("c".into(), ready());
         let d = decide(&q, &i, &[], &none());
-        assert_eq!(
-            d.action,
-            Some(Action::SubmitFeeder {
-                id: "b".into(),
-                hf_source: "org/b".into()
-            })
-        );
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "b".into(), hf_source: "org/b".into() }));
         assert!(d.notes[0].starts_with("HOLD a"));
         // once b's feeder marker exists, c (ready) is encoded
         let mut m = none();
         m.feeder.insert("b".into());
-        assert_eq!(
-            decide(&q, &i, &[], &m).action,
-            Some(Action::SubmitEncode { id: "c".into() })
-        );
+        assert_eq!(decide(&q, &i, &[], &m).action, Some(Action::SubmitEncode { id: "c".into() }));
     }
 
     #[test]

@@ -62,14 +62,7 @@ pub fn rows(
                 probe_line("imatrix", &m.imatrix),
                 probe_line("base knot", &m.base),
                 probe_line("kaiju1 knot", &m.output),
-                format!(
-                    "gate: {}{}",
-                    m.gate.label(),
-                    m.gate
-                        .reason()
-                        .map(|r| format!(" — {r}"))
-                        .unwrap_or_default()
-                ),
+                format!("gate: {}{}", m.gate.label(), m.gate.reason().map(|r| format!(" — {r}")).unwrap_or_default()),
             ];
             if let Some(c) = &e.comment {
                 detail.push(format!("note: {c}"));
@@ -80,10 +73,7 @@ pub fn rows(
                     b.id,
                     b.kind.map(|k| k.as_str()).unwrap_or("?"),
                     b.status.as_str(),
-                    b.detail
-                        .as_ref()
-                        .map(|d| format!(" — {d}"))
-                        .unwrap_or_default()
+                    b.detail.as_ref().map(|d| format!(" — {d}")).unwrap_or_default()
                 ));
             }
             ZooRow {

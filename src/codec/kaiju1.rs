@@ -85,11 +85,7 @@ pub static STEP: [f32; 16] = [
 #[derive(Debug, thiserror::Error)]
 pub enum KaijuError {
     #[error("KAIJU1 tensor data is {have} bytes, expected {want} for rows of {ne0}")]
-    Size {
-        have: usize,
-        want: usize,
-        ne0: usize,
-    },
+    Size { have: usize, want: usize, ne0: usize },
 }
 
 /// Encoder knobs.
@@ -105,11 +101,7 @@ pub struct EncodeOptions {
 
 impl Default for EncodeOptions {
     fn default() -> Self {
-        EncodeOptions {
-            variant: Variant::DEFAULT,
-            search: 0,
-            magnitude: false,
-        }
+        EncodeOptions { variant: Variant::DEFAULT, search: 0, magnitude: false }
     }
 }
 
@@ -241,11 +233,7 @@ fn encode_group(
     };
     for b in 0..k {
         for i in 0..N {
-            hq[b][i] = if opts.magnitude {
-                hs[b][i] * (sigma2 + ys[b][i] * ys[b][i]).sqrt()
-            } else {
-                hs[b][i]
-            };
+            hq[b][i] = if opts.magnitude { hs[b][i] * (sigma2 + ys[b][i] * ys[b][i]).sqrt() } else { hs[b][i] };
         }
     }
     let mut s0 = [0f32; GROUP];
@@ -311,21 +299,12 @@ fn try_code(y: &[f32; N], h: &[f32; N], hd: &[f32; N], df: f32, c: u8, st: &mut 
     let yy: [f32; N] = std::array::from_fn(|i| y[i] * inv);
     let x = leech::decode(&yy, hd);
     st.decodes += 1;
-    let lb = (0..N)
-        .map(|i| h[i] * (y[i] - s * x[i] as f32).powi(2))
-        .sum();
+    let lb = (0..N).map(|i| h[i] * (y[i] - s * x[i] as f32).powi(2)).sum();
     Cand { lb, code: c, x }
 }
 
 /// True error, canonical index, and whether the point was already canonical.
-fn realise(
-    y: &[f32; N],
-    h: &[f32; N],
-    df: f32,
-    c: &Cand,
-    q: u32,
-    st: &mut ErrStats,
-) -> (f32, u64, bool) {
+fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, q: u32, st: &mut ErrStats) -> (f32, u64, bool) {
     let idx = leech::index_of(&c.x, q);
     if leech::norm(&c.x) < leech::safe_norm(q) {
         return (c.lb, idx, true);
@@ -336,36 +315,20 @@ fn realise(
         return (c.lb, idx, true);
     }
     let s = df * STEP[c.code as usize];
-    (
-        (0..N)
-            .map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2))
-            .sum(),
-        idx,
-        false,
-    )
+    ((0..N).map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2)).sum(), idx, false)
 }
 
 /// Choose the scale code and lattice point of one block: codes within `r` of the
 /// estimate, best by exact error; if every one overloads the Voronoi cell, coarser codes
 /// are tried until one fits.
-fn search_block(
-    y: &[f32; N],
-    h: &[f32; N],
-    df: f32,
-    s0: f32,
-    r: i32,
-    q: u32,
-    st: &mut ErrStats,
-) -> (f32, u8, u64) {
+fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st: &mut ErrStats) -> (f32, u8, u64) {
     let hmean = h.iter().sum::<f32>() / N as f32;
     let hd: [f32; N] = std::array::from_fn(|i| h[i] + DECODE_FLOOR * hmean);
     let c0 = (STEPS_PER_OCTAVE * (df / s0).log2()).round() as i32;
     let lo = (c0 - r).clamp(0, 15);
     let hi = (c0 + r).clamp(0, 15);
     let lo = lo.min(hi);
-    let mut cands: Vec<Cand> = (lo..=hi)
-        .map(|c| try_code(y, h, &hd, df, c as u8, st))
-        .collect();
+    let mut cands: Vec<Cand> = (lo..=hi).map(|c| try_code(y, h, &hd, df, c as u8, st)).collect();
     // Refit: the least-squares scale of the best point so far suggests one more code.
     if let Some(b) = cands.iter().min_by(|a, b| a.lb.total_cmp(&b.lb)) {
         let (mut num, mut den) = (0f32, 0f32);
@@ -374,9 +337,7 @@ fn search_block(
             den += h[i] * (b.x[i] as f32) * (b.x[i] as f32);
         }
         if num > 0.0 && den > 0.0 {
-            let c1 = (STEPS_PER_OCTAVE * (df * den / num).log2())
-                .round()
-                .clamp(0.0, 15.0) as i32;
+            let c1 = (STEPS_PER_OCTAVE * (df * den / num).log2()).round().clamp(0.0, 15.0) as i32;
             if !(lo..=hi).contains(&c1) {
                 cands.push(try_code(y, h, &hd, df, c1 as u8, st));
             }
@@ -423,11 +384,7 @@ pub fn decode_row(src: &[u8], out: &mut [f32], v: Variant) {
             let code = (src[pos + 2 + b / 2] >> (4 * (b % 2))) & 15;
             let s = d * STEP[code as usize];
             let idx = get_index(&src[pos + HEADER_BYTES + b * ib..], ib);
-            let x = if idx == 0 {
-                [0; N]
-            } else {
-                leech::point_of(idx, v.q)
-            };
+            let x = if idx == 0 { [0; N] } else { leech::point_of(idx, v.q) };
             let start = (g0 + b) * BLOCK;
             let end = (start + BLOCK).min(n);
             for (i, o) in out[start..end].iter_mut().enumerate() {
@@ -443,26 +400,15 @@ pub fn dequantize(src: &[u8], ne0: usize, dst: &mut [f32], v: Variant) -> Result
     let rb = row_bytes(ne0, v);
     let rows = dst.len() / ne0.max(1);
     if src.len() != rb * rows || dst.len() != rows * ne0 {
-        return Err(KaijuError::Size {
-            have: src.len(),
-            want: rb * rows,
-            ne0,
-        });
+        return Err(KaijuError::Size { have: src.len(), want: rb * rows, ne0 });
     }
-    dst.par_chunks_mut(ne0)
-        .zip(src.par_chunks(rb))
-        .for_each(|(o, s)| decode_row(s, o, v));
+    dst.par_chunks_mut(ne0).zip(src.par_chunks(rb)).for_each(|(o, s)| decode_row(s, o, v));
     Ok(())
 }
 
 /// Encode a whole tensor of `rows × ne0` weights, parallel over rows. `imp_for_row(r)`
 /// gives the importance vector of row r (per-expert for MoE tensors).
-pub fn encode_tensor<'a, F>(
-    w: &[f32],
-    ne0: usize,
-    imp_for_row: F,
-    opts: EncodeOptions,
-) -> (Vec<u8>, ErrStats)
+pub fn encode_tensor<'a, F>(w: &[f32], ne0: usize, imp_for_row: F, opts: EncodeOptions) -> (Vec<u8>, ErrStats)
 where
     F: Fn(usize) -> &'a [f32] + Sync,
 {
@@ -531,22 +477,10 @@ mod tests {
             assert_eq!(bytes.len(), 50 * row_bytes(n, D));
             let mut back = vec![0f32; w.len()];
             dequantize(&bytes, n, &mut back, D).unwrap();
-            let werr: f64 = w
-                .iter()
-                .zip(&back)
-                .enumerate()
-                .map(|(i, (a, b))| imp[i % n] as f64 * ((a - b) as f64).powi(2))
-                .sum();
-            assert!(
-                (werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12),
-                "{werr} vs {}",
-                st.werr
-            );
-            assert!(
-                st.weighted_rel_mse() < 0.2,
-                "n={n}: {}",
-                st.weighted_rel_mse()
-            );
+            let werr: f64 =
+                w.iter().zip(&back).enumerate().map(|(i, (a, b))| imp[i % n] as f64 * ((a - b) as f64).powi(2)).sum();
+            assert!((werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12), "{werr} vs {}", st.werr);
+            assert!(st.weighted_rel_mse() < 0.2, "n={n}: {}", st.weighted_rel_mse());
         }
     }
 
@@ -562,11 +496,7 @@ mod tests {
         let werr = |bytes: &[u8]| {
             let mut back = vec![0f32; w.len()];
             dequantize(bytes, n, &mut back, D).unwrap();
-            w.iter()
-                .zip(&back)
-                .enumerate()
-                .map(|(i, (x, y))| imp[i % n] as f64 * ((x - y) as f64).powi(2))
-                .sum::<f64>()
+            w.iter().zip(&back).enumerate().map(|(i, (x, y))| imp[i % n] as f64 * ((x - y) as f64).powi(2)).sum::<f64>()
         };
         assert!(werr(&a) < 0.9 * werr(&b), "{} vs {}", werr(&a), werr(&b));
     }

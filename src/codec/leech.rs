@@ -120,12 +120,7 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
                     opts[m][pi][j][s] = Opt {
                         cost: bc,
                         kq: best as u8,
-                        pen: [
-                            0.0,
-                            cost[best ^ 1] - bc,
-                            cost[best ^ 2] - bc,
-                            cost[best ^ 3] - bc,
-                        ],
+                        pen: [0.0, cost[best ^ 1] - bc, cost[best ^ 2] - bc, cost[best ^ 3] - bc],
                     };
                 }
                 let o = &opts[m][pi][j];
@@ -506,10 +501,7 @@ pub(crate) mod tests {
             assert!(is_lattice_point(&x), "trial {trial}: not in Λ24: {x:?}");
             let d = dist(&y, &w, &x);
             let bf = brute_force_dist(&y, &w);
-            assert!(
-                (d - bf).abs() <= 1e-4 * bf.max(1.0),
-                "trial {trial}: decoder {d} vs brute force {bf}"
-            );
+            assert!((d - bf).abs() <= 1e-4 * bf.max(1.0), "trial {trial}: decoder {d} vs brute force {bf}");
         }
     }
 
@@ -567,10 +559,7 @@ pub(crate) mod tests {
             }
             if x != xr {
                 moved += 1;
-                assert!(
-                    norm(&xr) <= norm(&x) + 1,
-                    "representative must not be longer"
-                );
+                assert!(norm(&xr) <= norm(&x) + 1, "representative must not be longer");
             }
             // canonical: representative of the representative is itself
             assert_eq!(point_of(index_of(&xr, 4), 4), xr);

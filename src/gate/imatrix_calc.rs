@@ -9,19 +9,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Returns the number of tensors written.
-pub fn compute_file(
-    model: &Path,
-    text: &Path,
-    ctx: usize,
-    max_chunks: usize,
-    out: &Path,
-) -> Result<usize, GateError> {
+pub fn compute_file(model: &Path, text: &Path, ctx: usize, max_chunks: usize, out: &Path) -> Result<usize, GateError> {
     let g = Gguf::open(model)?;
     let tok = Tokenizer::from_gguf(&g).ok_or_else(|| GateError::NoTokenizer(model.into()))?;
-    let body = std::fs::read_to_string(text).map_err(|source| GateError::Io {
-        path: text.into(),
-        source,
-    })?;
+    let body = std::fs::read_to_string(text).map_err(|source| GateError::Io { path: text.into(), source })?;
     let ids = tok.encode(&body);
     if ids.len() < ctx {
         return Err(GateError::ShortText(text.into(), ctx));
@@ -32,9 +23,7 @@ pub fn compute_file(
     for c in 0..chunks {
         m.forward_observed(&ids[c * ctx..(c + 1) * ctx], true, &mut |name, x| {
             let cols = x.len() / ctx;
-            let e = acc
-                .entry(name.to_string())
-                .or_insert_with(|| (vec![0f64; cols], 0));
+            let e = acc.entry(name.to_string()).or_insert_with(|| (vec![0f64; cols], 0));
             for row in x.chunks(cols) {
                 for (s, v) in e.0.iter_mut().zip(row) {
                     *s += (*v as f64) * (*v as f64);
@@ -54,16 +43,10 @@ fn write_gguf(
     chunks: u32,
     ctx: u32,
 ) -> Result<(), GateError> {
-    let name = text
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = text.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let meta = vec![
         ("general.type".to_string(), Value::str("imatrix")),
-        (
-            "imatrix.datasets".to_string(),
-            Value::Array(crate::gguf::value::T_STR, vec![Value::str(&name)]),
-        ),
+        ("imatrix.datasets".to_string(), Value::Array(crate::gguf::value::T_STR, vec![Value::str(&name)])),
         ("imatrix.chunk_count".to_string(), Value::U32(chunks)),
         ("imatrix.chunk_size".to_string(), Value::U32(ctx)),
     ];
@@ -75,12 +58,7 @@ fn write_gguf(
             ty: types::F32,
             size: s.len() as u64 * 4,
         });
-        plans.push(TensorPlan {
-            name: format!("{k}.counts"),
-            dims: vec![1],
-            ty: types::F32,
-            size: 4,
-        });
+        plans.push(TensorPlan { name: format!("{k}.counts"), dims: vec![1], ty: types::F32, size: 4 });
     }
     let mut w = GgufWriter::create(out, &meta, plans)?;
     for (k, (s, n)) in acc {

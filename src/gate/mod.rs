@@ -71,15 +71,8 @@ impl GateOutcome {
         let mut s = String::new();
         s.push_str(&format!("kaiju gate: {}\n", self.knot));
         s.push_str(&format!("prompt_tokens: {:?}\n", self.prompt_tokens));
-        s.push_str(&format!(
-            "expect_token: {}   reject_token: {:?}\n",
-            self.expect_token, self.reject_token
-        ));
-        s.push_str(&format!(
-            "argmax: {}   {}\n",
-            self.argmax,
-            if self.pass { "PASS" } else { "FAIL" }
-        ));
+        s.push_str(&format!("expect_token: {}   reject_token: {:?}\n", self.expect_token, self.reject_token));
+        s.push_str(&format!("argmax: {}   {}\n", self.argmax, if self.pass { "PASS" } else { "FAIL" }));
         s.push_str("top-5 logits:\n");
         for (t, l) in &self.top5 {
             s.push_str(&format!("  {t:>8}  {l:>10.4}\n"));
@@ -93,21 +86,12 @@ impl GateOutcome {
                 p.ctx, p.chunks, p.tokens_scored, p.text, p.ppl
             ));
             match (self.ppl_max, self.ppl_pass) {
-                (Some(mx), Some(ok)) => s.push_str(&format!(
-                    "  (max {mx}: {})\n",
-                    if ok { "PASS" } else { "FAIL" }
-                )),
+                (Some(mx), Some(ok)) => s.push_str(&format!("  (max {mx}: {})\n", if ok { "PASS" } else { "FAIL" })),
                 _ => s.push('\n'),
             }
         }
-        s.push_str(&format!(
-            "timing: load {:.2}s, forward {:.2}s\n",
-            self.load_seconds, self.forward_seconds
-        ));
-        s.push_str(&format!(
-            "result: {}\n",
-            if self.passed() { "PASS" } else { "FAIL" }
-        ));
+        s.push_str(&format!("timing: load {:.2}s, forward {:.2}s\n", self.load_seconds, self.forward_seconds));
+        s.push_str(&format!("result: {}\n", if self.passed() { "PASS" } else { "FAIL" }));
         s
     }
 }
@@ -126,23 +110,14 @@ pub struct GateJob {
 /// Top-k (token, logit) pairs, highest first.
 pub fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
-    idx.sort_by(|&a, &b| {
-        logits[b as usize]
-            .total_cmp(&logits[a as usize])
-            .then(a.cmp(&b))
-    });
+    idx.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
     idx.truncate(k);
     idx.into_iter().map(|i| (i, logits[i as usize])).collect()
 }
 
 /// ctx-`ctx` perplexity over up to `max_chunks` non-overlapping chunks, scoring the second
 /// half of each chunk (as llama.cpp's perplexity tool does).
-pub fn perplexity(
-    m: &Model,
-    tokens: &[u32],
-    ctx: usize,
-    max_chunks: usize,
-) -> Result<(f64, usize, usize), GateError> {
+pub fn perplexity(m: &Model, tokens: &[u32], ctx: usize, max_chunks: usize) -> Result<(f64, usize, usize), GateError> {
     let chunks = (tokens.len() / ctx).min(max_chunks);
     let mut nll = 0f64;
     let mut n = 0usize;
@@ -153,12 +128,7 @@ pub fn perplexity(
         for p in ctx / 2..ctx - 1 {
             let row = &logits[p * v..(p + 1) * v];
             let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-            let lse = mx as f64
-                + row
-                    .iter()
-                    .map(|&l| ((l - mx) as f64).exp())
-                    .sum::<f64>()
-                    .ln();
+            let lse = mx as f64 + row.iter().map(|&l| ((l - mx) as f64).exp()).sum::<f64>().ln();
             nll += lse - row[toks[p + 1] as usize] as f64;
             n += 1;
         }
@@ -174,12 +144,8 @@ pub fn ppl_of_text(
     max_chunks: usize,
 ) -> Result<Perplexity, GateError> {
     let t0 = Instant::now();
-    let tok =
-        tokenizer::Tokenizer::from_gguf(g).ok_or_else(|| GateError::NoTokenizer(g.path.clone()))?;
-    let text = std::fs::read_to_string(text_path).map_err(|source| GateError::Io {
-        path: text_path.into(),
-        source,
-    })?;
+    let tok = tokenizer::Tokenizer::from_gguf(g).ok_or_else(|| GateError::NoTokenizer(g.path.clone()))?;
+    let text = std::fs::read_to_string(text_path).map_err(|source| GateError::Io { path: text_path.into(), source })?;
     let mut ids = tok.encode(&text);
     if tok.add_bos {
         if let Some(b) = tok.bos {
@@ -218,11 +184,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     let forward_seconds = t1.elapsed().as_secs_f64();
     let top5 = top_k(&logits, 5);
     let argmax = top5[0].0;
-    let margin = q.reject_token.and_then(|r| {
-        logits
-            .get(r as usize)
-            .map(|l| logits[q.expect_token as usize] - l)
-    });
+    let margin = q.reject_token.and_then(|r| logits.get(r as usize).map(|l| logits[q.expect_token as usize] - l));
     let ppl = match &job.ppl_text {
         Some(p) => Some(ppl_of_text(&g, &m, p, 128, job.ppl_chunks.max(1))?),
         None => None,
@@ -247,12 +209,8 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         ppl_pass,
     };
     if let Some(p) = &job.log {
-        crate::fsutil::write_atomic(p, out.log_text().as_bytes()).map_err(|source| {
-            GateError::Io {
-                path: p.clone(),
-                source,
-            }
-        })?;
+        crate::fsutil::write_atomic(p, out.log_text().as_bytes())
+            .map_err(|source| GateError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &job.telemetry {
         let mut v: serde_json::Value = std::fs::read(p)
@@ -262,10 +220,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             .unwrap_or_else(|| serde_json::json!({}));
         v["gate"] = serde_json::to_value(&out).expect("serializes");
         let bytes = serde_json::to_vec_pretty(&v).expect("serializes");
-        crate::fsutil::write_atomic(p, &bytes).map_err(|source| GateError::Io {
-            path: p.clone(),
-            source,
-        })?;
+        crate::fsutil::write_atomic(p, &bytes).map_err(|source| GateError::Io { path: p.clone(), source })?;
     }
     Ok(out)
 }
@@ -273,8 +228,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
 /// Derive an argmax qspec from the f16 model's own greedy next token on `prompt`.
 pub fn mint(f16: &Path, prompt: &str, id: Option<String>) -> Result<QSpec, GateError> {
     let g = Gguf::open(f16)?;
-    let tok =
-        tokenizer::Tokenizer::from_gguf(&g).ok_or_else(|| GateError::NoTokenizer(f16.into()))?;
+    let tok = tokenizer::Tokenizer::from_gguf(&g).ok_or_else(|| GateError::NoTokenizer(f16.into()))?;
     let mut ids = tok.encode(prompt);
     if tok.add_bos {
         if let Some(b) = tok.bos {

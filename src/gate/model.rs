@@ -13,11 +13,7 @@ pub enum ModelError {
     #[error("{path}: missing tensor {name}")]
     MissingTensor { path: String, name: String },
     #[error("{path}: tensor {name}: {msg}")]
-    BadTensor {
-        path: String,
-        name: String,
-        msg: String,
-    },
+    BadTensor { path: String, name: String, msg: String },
     #[error("{path}: architecture {arch:?} is not supported by the native forward pass (llama, mistral, qwen2)")]
     Arch { path: String, arch: String },
     #[error("token {0} is outside the vocabulary of {1} tokens")]
@@ -49,39 +45,25 @@ pub struct Weight<'a> {
 
 enum Repr<'a> {
     Dense(Vec<f32>),
-    Raw {
-        ty: TypeId,
-        bytes: &'a [u8],
-        row_bytes: usize,
-    },
+    Raw { ty: TypeId, bytes: &'a [u8], row_bytes: usize },
 }
 
 impl<'a> Weight<'a> {
     fn load(g: &'a Gguf, t: &TensorInfo, dense: bool) -> Result<Weight<'a>, ModelError> {
-        let bad = |msg: String| ModelError::BadTensor {
-            path: g.path.display().to_string(),
-            name: t.name.clone(),
-            msg,
-        };
+        let bad = |msg: String| ModelError::BadTensor { path: g.path.display().to_string(), name: t.name.clone(), msg };
         if !dequant::supported(t.ty) {
             return Err(bad(format!("type {} cannot be decoded", t.ty.name())));
         }
         let cols = t.ne0() as usize;
         let rows = t.n_rows() as usize;
-        let row_bytes =
-            t.ty.row_bytes(cols as u64)
-                .ok_or_else(|| bad("row size unknown".into()))? as usize;
+        let row_bytes = t.ty.row_bytes(cols as u64).ok_or_else(|| bad("row size unknown".into()))? as usize;
         let bytes = g.data(t);
         let repr = if dense {
             let mut v = vec![0f32; rows * cols];
             dequant::to_f32(t.ty, bytes, cols, &mut v).map_err(|e| bad(e.to_string()))?;
             Repr::Dense(v)
         } else {
-            Repr::Raw {
-                ty: t.ty,
-                bytes,
-                row_bytes,
-            }
+            Repr::Raw { ty: t.ty, bytes, row_bytes }
         };
         Ok(Weight { rows, cols, repr })
     }
@@ -90,19 +72,10 @@ impl<'a> Weight<'a> {
     pub fn row(&self, r: usize) -> Vec<f32> {
         match &self.repr {
             Repr::Dense(v) => v[r * self.cols..(r + 1) * self.cols].to_vec(),
-            Repr::Raw {
-                ty,
-                bytes,
-                row_bytes,
-            } => {
+            Repr::Raw { ty, bytes, row_bytes } => {
                 let mut out = vec![0f32; self.cols];
-                dequant::to_f32(
-                    *ty,
-                    &bytes[r * row_bytes..(r + 1) * row_bytes],
-                    self.cols,
-                    &mut out,
-                )
-                .expect("row decodes (checked at load)");
+                dequant::to_f32(*ty, &bytes[r * row_bytes..(r + 1) * row_bytes], self.cols, &mut out)
+                    .expect("row decodes (checked at load)");
                 out
             }
         }
@@ -123,19 +96,10 @@ impl<'a> Weight<'a> {
                 let mut tmp;
                 let wchunk: &[f32] = match &self.repr {
                     Repr::Dense(v) => &v[r0 * cols..(r0 + nr) * cols],
-                    Repr::Raw {
-                        ty,
-                        bytes,
-                        row_bytes,
-                    } => {
+                    Repr::Raw { ty, bytes, row_bytes } => {
                         tmp = vec![0f32; nr * cols];
-                        dequant::to_f32(
-                            *ty,
-                            &bytes[r0 * row_bytes..(r0 + nr) * row_bytes],
-                            cols,
-                            &mut tmp,
-                        )
-                        .expect("rows decode (checked at load)");
+                        dequant::to_f32(*ty, &bytes[r0 * row_bytes..(r0 + nr) * row_bytes], cols, &mut tmp)
+                            .expect("rows decode (checked at load)");
                         &tmp
                     }
                 };
@@ -216,56 +180,34 @@ impl<'a> Model<'a> {
         let need = |k: &str| {
             g.get_u64(&key(k))
                 .map(|v| v as usize)
-                .ok_or_else(|| ModelError::MissingKey {
-                    path: path.clone(),
-                    key: key(k),
-                })
+                .ok_or_else(|| ModelError::MissingKey { path: path.clone(), key: key(k) })
         };
         let n_embd = need("embedding_length")?;
         let n_head = need("attention.head_count")?;
-        let head_dim = g
-            .get_u64(&key("attention.key_length"))
-            .map(|v| v as usize)
-            .unwrap_or(n_embd / n_head);
+        let head_dim = g.get_u64(&key("attention.key_length")).map(|v| v as usize).unwrap_or(n_embd / n_head);
         let cfg = Config {
             n_layer: need("block_count")?,
             n_embd,
             n_ff: need("feed_forward_length")?,
             n_head,
-            n_head_kv: g
-                .get_u64(&key("attention.head_count_kv"))
-                .map(|v| v as usize)
-                .unwrap_or(n_head),
+            n_head_kv: g.get_u64(&key("attention.head_count_kv")).map(|v| v as usize).unwrap_or(n_head),
             head_dim,
-            rope_dim: g
-                .get_u64(&key("rope.dimension_count"))
-                .map(|v| v as usize)
-                .unwrap_or(head_dim),
+            rope_dim: g.get_u64(&key("rope.dimension_count")).map(|v| v as usize).unwrap_or(head_dim),
             rope_base: g.get_f64(&key("rope.freq_base")).unwrap_or(10000.0) as f32,
             rope_neox: arch == "qwen2",
-            eps: g
-                .get_f64(&key("attention.layer_norm_rms_epsilon"))
-                .unwrap_or(1e-5) as f32,
+            eps: g.get_f64(&key("attention.layer_norm_rms_epsilon")).unwrap_or(1e-5) as f32,
             n_vocab: 0,
             arch: arch.clone(),
         };
         let f32_bytes: u64 = g.tensors.iter().map(|t| t.n_elements() * 4).sum();
         let dense = f32_bytes <= dense_limit;
         let tensor = |name: &str| {
-            g.tensor(name).ok_or_else(|| ModelError::MissingTensor {
-                path: path.clone(),
-                name: name.to_string(),
-            })
+            g.tensor(name).ok_or_else(|| ModelError::MissingTensor { path: path.clone(), name: name.to_string() })
         };
         let vec = |name: &str| -> Result<Vec<f32>, ModelError> {
             let t = tensor(name)?;
-            dequant::to_f32_vec(t.ty, g.data(t), t.ne0() as usize, t.n_elements() as usize).map_err(
-                |e| ModelError::BadTensor {
-                    path: path.clone(),
-                    name: name.into(),
-                    msg: e.to_string(),
-                },
-            )
+            dequant::to_f32_vec(t.ty, g.data(t), t.ne0() as usize, t.n_elements() as usize)
+                .map_err(|e| ModelError::BadTensor { path: path.clone(), name: name.into(), msg: e.to_string() })
         };
         let opt_vec = |name: &str| {
             if g.tensor(name).is_some() {
@@ -281,10 +223,7 @@ impl<'a> Model<'a> {
                 return Err(ModelError::BadTensor {
                     path: path.clone(),
                     name: name.into(),
-                    msg: format!(
-                        "shape {}×{} (rows×cols), expected {rows}×{cols}",
-                        w.rows, w.cols
-                    ),
+                    msg: format!("shape {}×{} (rows×cols), expected {rows}×{cols}", w.rows, w.cols),
                 });
             }
             Ok(w)
@@ -316,14 +255,7 @@ impl<'a> Model<'a> {
             None => None,
         };
         let out_norm = vec("output_norm.weight")?;
-        Ok(Model {
-            cfg: Config { n_vocab, ..cfg },
-            tok_embd,
-            output,
-            out_norm,
-            layers,
-            dense,
-        })
+        Ok(Model { cfg: Config { n_vocab, ..cfg }, tok_embd, output, out_norm, layers, dense })
     }
 
     /// Logits for every position of `tokens` (T × n_vocab), or only the last when `last_only`.
@@ -382,9 +314,7 @@ impl<'a> Model<'a> {
             obs(&format!("blk.{li}.ffn_up.weight"), &h);
             layer.w_gate.matmul(&h, &mut g);
             layer.w_up.matmul(&h, &mut u);
-            g.iter_mut()
-                .zip(&u)
-                .for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b);
+            g.iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b);
             obs(&format!("blk.{li}.ffn_down.weight"), &g);
             layer.w_down.matmul(&g, &mut o);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
@@ -430,24 +360,13 @@ fn rope_table(t_n: usize, rope_dim: usize, base: f32) -> Vec<(f32, f32)> {
     tab
 }
 
-fn apply_rope(
-    x: &mut [f32],
-    n_head: usize,
-    hd: usize,
-    rope_dim: usize,
-    tab: &[(f32, f32)],
-    neox: bool,
-) {
+fn apply_rope(x: &mut [f32], n_head: usize, hd: usize, rope_dim: usize, tab: &[(f32, f32)], neox: bool) {
     let half = rope_dim / 2;
     for (p, row) in x.chunks_mut(n_head * hd).enumerate() {
         for hv in row.chunks_mut(hd) {
             for i in 0..half {
                 let (c, s) = tab[p * half + i];
-                let (a, b) = if neox {
-                    (i, i + half)
-                } else {
-                    (2 * i, 2 * i + 1)
-                };
+                let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
                 let (x0, x1) = (hv[a], hv[b]);
                 hv[a] = x0 * c - x1 * s;
                 hv[b] = x0 * s + x1 * c;
@@ -457,15 +376,7 @@ fn apply_rope(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn attention(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    n_head: usize,
-    n_kv: usize,
-    hd: usize,
-    out: &mut [f32],
-) {
+fn attention(q: &[f32], k: &[f32], v: &[f32], n_head: usize, n_kv: usize, hd: usize, out: &mut [f32]) {
     let group = n_head / n_kv;
     let scale = 1.0 / (hd as f32).sqrt();
     let (nq, nkv) = (n_head * hd, n_kv * hd);

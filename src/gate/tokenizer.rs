@@ -17,8 +17,7 @@ fn byte_chars() -> [char; 256] {
     let mut out = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..256u32 {
-        let printable =
-            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         out[b as usize] = if printable {
             char::from_u32(b).expect("latin-1")
         } else {
@@ -42,11 +41,7 @@ impl Tokenizer {
         let Some(Value::Array(_, merges)) = g.get("tokenizer.ggml.merges") else {
             return None;
         };
-        let vocab = toks
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| Some((v.as_str()?.to_string(), i as u32)))
-            .collect();
+        let vocab = toks.iter().enumerate().filter_map(|(i, v)| Some((v.as_str()?.to_string(), i as u32))).collect();
         let ranks = merges
             .iter()
             .enumerate()
@@ -57,22 +52,13 @@ impl Tokenizer {
             .collect();
         let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(1)));
         let bos = g.get_u64("tokenizer.ggml.bos_token_id").map(|v| v as u32);
-        Some(Tokenizer {
-            vocab,
-            ranks,
-            byte_char: byte_chars(),
-            bos,
-            add_bos,
-        })
+        Some(Tokenizer { vocab, ranks, byte_char: byte_chars(), bos, add_bos })
     }
 
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::new();
         for piece in pre_tokenize(text) {
-            let mut syms: Vec<String> = piece
-                .bytes()
-                .map(|b| self.byte_char[b as usize].to_string())
-                .collect();
+            let mut syms: Vec<String> = piece.bytes().map(|b| self.byte_char[b as usize].to_string()).collect();
             loop {
                 let mut best: Option<(usize, usize)> = None;
                 for i in 0..syms.len().saturating_sub(1) {
@@ -114,10 +100,7 @@ pub fn pre_tokenize(text: &str) -> Vec<&str> {
         let c = cs[i].1;
         if c == '\'' {
             let rest = &text[cs[i].0..];
-            if let Some(l) = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"]
-                .iter()
-                .find(|p| rest.starts_with(**p))
-            {
+            if let Some(l) = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d"].iter().find(|p| rest.starts_with(**p)) {
                 out.push(&rest[..l.len()]);
                 i += l.chars().count();
                 continue;
@@ -137,11 +120,7 @@ pub fn pre_tokenize(text: &str) -> Vec<&str> {
         } else if k.is_numeric() && (lead_space || j == i) {
             j += 1;
         } else if !k.is_whitespace() {
-            while j < cs.len()
-                && !cs[j].1.is_whitespace()
-                && !cs[j].1.is_alphabetic()
-                && !cs[j].1.is_numeric()
-            {
+            while j < cs.len() && !cs[j].1.is_whitespace() && !cs[j].1.is_alphabetic() && !cs[j].1.is_numeric() {
                 j += 1;
             }
         } else {
@@ -165,14 +144,8 @@ mod tests {
 
     #[test]
     fn pre_tokenizer_splits_like_gpt2() {
-        assert_eq!(
-            pre_tokenize("The capital of France is"),
-            vec!["The", " capital", " of", " France", " is"]
-        );
-        assert_eq!(
-            pre_tokenize("it's 2024!  Ok"),
-            vec!["it", "'s", " 2", "0", "2", "4", "!", " ", " Ok"]
-        );
+        assert_eq!(pre_tokenize("The capital of France is"), vec!["The", " capital", " of", " France", " is"]);
+        assert_eq!(pre_tokenize("it's 2024!  Ok"), vec!["it", "'s", " 2", "0", "2", "4", "!", " ", " Ok"]);
         assert_eq!(pre_tokenize("a\n\nb"), vec!["a", "\n\n", "b"]);
     }
 }

@@ -73,10 +73,7 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
-        (
-            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
+        ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
     }
 }
 
@@ -140,9 +137,7 @@ fn block_fn(ty: TypeId) -> Option<(usize, usize, BlockFn)> {
 
 /// Can this build dequantize `ty`?
 pub fn supported(ty: TypeId) -> bool {
-    matches!(ty, types::F32 | types::F16 | types::BF16)
-        || ty.kaiju().is_some()
-        || block_fn(ty).is_some()
+    matches!(ty, types::F32 | types::F16 | types::BF16) || ty.kaiju().is_some() || block_fn(ty).is_some()
 }
 
 /// Dequantize `src` (a whole tensor whose rows have `ne0` elements) into `dst`.
@@ -152,57 +147,40 @@ pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(),
     match ty {
         types::F32 => {
             check(src.len(), n * 4).map_err(err)?;
-            dst.par_chunks_mut(1 << 16)
-                .enumerate()
-                .for_each(|(c, out)| {
-                    let s = &src[c * 4 * (1 << 16)..];
-                    for (i, o) in out.iter_mut().enumerate() {
-                        *o = f32::from_le_bytes([
-                            s[4 * i],
-                            s[4 * i + 1],
-                            s[4 * i + 2],
-                            s[4 * i + 3],
-                        ]);
-                    }
-                });
+            dst.par_chunks_mut(1 << 16).enumerate().for_each(|(c, out)| {
+                let s = &src[c * 4 * (1 << 16)..];
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = f32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+                }
+            });
         }
         types::F16 | types::BF16 => {
             check(src.len(), n * 2).map_err(err)?;
             let bf = ty == types::BF16;
-            dst.par_chunks_mut(1 << 16)
-                .enumerate()
-                .for_each(|(c, out)| {
-                    let s = &src[c * 2 * (1 << 16)..];
-                    for (i, o) in out.iter_mut().enumerate() {
-                        let b = [s[2 * i], s[2 * i + 1]];
-                        *o = if bf {
-                            bf16::from_le_bytes(b).to_f32()
-                        } else {
-                            f16::from_le_bytes(b).to_f32()
-                        };
-                    }
-                });
+            dst.par_chunks_mut(1 << 16).enumerate().for_each(|(c, out)| {
+                let s = &src[c * 2 * (1 << 16)..];
+                for (i, o) in out.iter_mut().enumerate() {
+                    let b = [s[2 * i], s[2 * i + 1]];
+                    *o = if bf { bf16::from_le_bytes(b).to_f32() } else { f16::from_le_bytes(b).to_f32() };
+                }
+            });
         }
-        t if t.kaiju().is_some() => kaiju1::dequantize(src, ne0, dst, t.kaiju().expect("checked"))
-            .map_err(|e| err(e.to_string()))?,
+        t if t.kaiju().is_some() => {
+            kaiju1::dequantize(src, ne0, dst, t.kaiju().expect("checked")).map_err(|e| err(e.to_string()))?
+        }
         _ => {
-            let (qk, bs, f) =
-                block_fn(ty).ok_or_else(|| err("no dequantizer for this type".into()))?;
+            let (qk, bs, f) = block_fn(ty).ok_or_else(|| err("no dequantizer for this type".into()))?;
             if n % qk != 0 {
-                return Err(err(format!(
-                    "{n} elements is not a multiple of the block size {qk}"
-                )));
+                return Err(err(format!("{n} elements is not a multiple of the block size {qk}")));
             }
             check(src.len(), n / qk * bs).map_err(err)?;
             const BLOCKS: usize = 256;
-            dst.par_chunks_mut(qk * BLOCKS)
-                .enumerate()
-                .for_each(|(c, out)| {
-                    let s = &src[c * bs * BLOCKS..];
-                    for (k, y) in out.chunks_mut(qk).enumerate() {
-                        f(&s[k * bs..(k + 1) * bs], y);
-                    }
-                });
+            dst.par_chunks_mut(qk * BLOCKS).enumerate().for_each(|(c, out)| {
+                let s = &src[c * bs * BLOCKS..];
+                for (k, y) in out.chunks_mut(qk).enumerate() {
+                    f(&s[k * bs..(k + 1) * bs], y);
+                }
+            });
         }
     }
     Ok(())
@@ -210,9 +188,7 @@ pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(),
 
 fn check(have: usize, need: usize) -> Result<(), String> {
     if have != need {
-        return Err(format!(
-            "expected {need} bytes of tensor data, found {have}"
-        ));
+        return Err(format!("expected {need} bytes of tensor data, found {have}"));
     }
     Ok(())
 }
@@ -227,12 +203,10 @@ pub fn to_f32_vec(ty: TypeId, src: &[u8], ne0: usize, n: usize) -> Result<Vec<f3
 /// f32 → little-endian f16 bytes (round to nearest even, like ggml_fp32_to_fp16_row).
 pub fn f32_to_f16_bytes(src: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; src.len() * 2];
-    out.par_chunks_mut(1 << 17)
-        .zip(src.par_chunks(1 << 16))
-        .for_each(|(o, s)| {
-            for (i, v) in s.iter().enumerate() {
-                o[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(*v).to_le_bytes());
-            }
-        });
+    out.par_chunks_mut(1 << 17).zip(src.par_chunks(1 << 16)).for_each(|(o, s)| {
+        for (i, v) in s.iter().enumerate() {
+            o[2 * i..2 * i + 2].copy_from_slice(&f16::from_f32(*v).to_le_bytes());
+        }
+    });
     out
 }

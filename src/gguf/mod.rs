@@ -26,18 +26,9 @@ pub enum GgufError {
         source: std::io::Error,
     },
     #[error("{path}: at byte {offset}: {field}: {msg}")]
-    Malformed {
-        path: PathBuf,
-        offset: u64,
-        field: String,
-        msg: String,
-    },
+    Malformed { path: PathBuf, offset: u64, field: String, msg: String },
     #[error("{path}: tensor {tensor}: {msg}")]
-    Tensor {
-        path: PathBuf,
-        tensor: String,
-        msg: String,
-    },
+    Tensor { path: PathBuf, tensor: String, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, GgufError>;

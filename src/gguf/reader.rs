@@ -78,13 +78,9 @@ impl<'a> Cursor<'a> {
     }
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
         if self.remaining() < n {
-            return Err(self.err(
-                field,
-                format!(
-                    "needs {n} bytes but only {} remain (truncated file)",
-                    self.remaining()
-                ),
-            ));
+            return Err(
+                self.err(field, format!("needs {n} bytes but only {} remain (truncated file)", self.remaining()))
+            );
         }
         let s = &self.b[self.pos..self.pos + n];
         self.pos += n;
@@ -104,13 +100,9 @@ impl<'a> Cursor<'a> {
         let n = self.u64(field)?;
         if n > self.remaining() as u64 {
             self.pos = at;
-            return Err(self.err(
-                field,
-                format!(
-                    "string length {n} exceeds the {} bytes that remain",
-                    self.remaining()
-                ),
-            ));
+            return Err(
+                self.err(field, format!("string length {n} exceeds the {} bytes that remain", self.remaining()))
+            );
         }
         Ok(self.take(n as usize, field)?.to_vec())
     }
@@ -141,15 +133,10 @@ impl<'a> Cursor<'a> {
                     _ => return Err(self.err(field, format!("unknown array element type {et}"))),
                 };
                 let n = self.u64(field)?;
-                if n.checked_mul(min)
-                    .is_none_or(|need| need > self.remaining() as u64)
-                {
+                if n.checked_mul(min).is_none_or(|need| need > self.remaining() as u64) {
                     return Err(self.err(
                         field,
-                        format!(
-                            "array of {n} elements cannot fit in the {} bytes that remain",
-                            self.remaining()
-                        ),
+                        format!("array of {n} elements cannot fit in the {} bytes that remain", self.remaining()),
                     ));
                 }
                 let mut items = Vec::with_capacity(n as usize);
@@ -167,10 +154,7 @@ impl Gguf {
     /// Open and parse a GGUF file via a read-only memory map.
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
         let path = path.as_ref().to_path_buf();
-        let io = |source| GgufError::Io {
-            path: path.clone(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.clone(), source };
         let f = File::open(&path).map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
         let src = if len == 0 {
@@ -190,11 +174,7 @@ impl Gguf {
 
     fn parse(path: PathBuf, src: Source) -> Result<Gguf> {
         let b = src.bytes();
-        let mut c = Cursor {
-            b,
-            pos: 0,
-            path: &path,
-        };
+        let mut c = Cursor { b, pos: 0, path: &path };
         let magic = c.take(4, "magic")?;
         if magic != b"GGUF" {
             c.pos = 0;
@@ -203,49 +183,29 @@ impl Gguf {
         let version = c.u32("version")?;
         if version & 0xFFFF == 0 && version != 0 {
             c.pos = 4;
-            return Err(c.err(
-                "version",
-                "file is big-endian (byte-swapped version); only little-endian GGUF is supported",
-            ));
+            return Err(
+                c.err("version", "file is big-endian (byte-swapped version); only little-endian GGUF is supported")
+            );
         }
         if version != 3 {
             c.pos = 4;
-            return Err(c.err(
-                "version",
-                format!("GGUF version {version} is not supported (expected 3)"),
-            ));
+            return Err(c.err("version", format!("GGUF version {version} is not supported (expected 3)")));
         }
         let n_tensors = c.u64("tensor_count")?;
         let n_kv = c.u64("kv_count")?;
         // Every KV needs at least 8 (key len) + 4 (type) + 1 bytes; every tensor info at least 8+4+4+8.
-        if n_kv
-            .checked_mul(13)
-            .is_none_or(|n| n > c.remaining() as u64)
-        {
+        if n_kv.checked_mul(13).is_none_or(|n| n > c.remaining() as u64) {
             c.pos = 16;
-            return Err(c.err(
-                "kv_count",
-                format!(
-                    "{n_kv} key/value pairs cannot fit in a {}-byte file",
-                    b.len()
-                ),
-            ));
+            return Err(c.err("kv_count", format!("{n_kv} key/value pairs cannot fit in a {}-byte file", b.len())));
         }
-        if n_tensors
-            .checked_mul(24)
-            .is_none_or(|n| n > c.remaining() as u64)
-        {
+        if n_tensors.checked_mul(24).is_none_or(|n| n > c.remaining() as u64) {
             c.pos = 8;
-            return Err(c.err(
-                "tensor_count",
-                format!("{n_tensors} tensors cannot fit in a {}-byte file", b.len()),
-            ));
+            return Err(c.err("tensor_count", format!("{n_tensors} tensors cannot fit in a {}-byte file", b.len())));
         }
         let mut metadata = Vec::with_capacity(n_kv as usize);
         for i in 0..n_kv {
             let key = c.string(&format!("kv[{i}].key"))?;
-            let key = String::from_utf8(key)
-                .map_err(|_| c.err(&format!("kv[{i}].key"), "key is not UTF-8"))?;
+            let key = String::from_utf8(key).map_err(|_| c.err(&format!("kv[{i}].key"), "key is not UTF-8"))?;
             let t = c.u32(&format!("{key}.type"))?;
             let v = c.value(t, &key, false)?;
             metadata.push((key, v));
@@ -255,10 +215,7 @@ impl Gguf {
             match v {
                 Value::U32(a) if a.is_power_of_two() => alignment = *a as u64,
                 other => {
-                    return Err(c.err(
-                        "general.alignment",
-                        format!("expected a power-of-two u32, found {other:?}"),
-                    ))
+                    return Err(c.err("general.alignment", format!("expected a power-of-two u32, found {other:?}")))
                 }
             }
         }
@@ -266,36 +223,22 @@ impl Gguf {
         for i in 0..n_tensors {
             let f = format!("tensor[{i}]");
             let name = c.string(&format!("{f}.name"))?;
-            let name = String::from_utf8(name)
-                .map_err(|_| c.err(&format!("{f}.name"), "name is not UTF-8"))?;
+            let name = String::from_utf8(name).map_err(|_| c.err(&format!("{f}.name"), "name is not UTF-8"))?;
             let nd = c.u32(&format!("{name}.n_dims"))?;
             if nd == 0 || nd > 4 {
-                return Err(c.err(
-                    &format!("{name}.n_dims"),
-                    format!("expected 1..=4 dims, found {nd}"),
-                ));
+                return Err(c.err(&format!("{name}.n_dims"), format!("expected 1..=4 dims, found {nd}")));
             }
             let mut dims = Vec::with_capacity(nd as usize);
             for d in 0..nd {
                 let v = c.u64(&format!("{name}.ne[{d}]"))?;
                 if v == 0 || v > (1 << 40) {
-                    return Err(c.err(
-                        &format!("{name}.ne[{d}]"),
-                        format!("dimension {v} out of range"),
-                    ));
+                    return Err(c.err(&format!("{name}.ne[{d}]"), format!("dimension {v} out of range")));
                 }
                 dims.push(v);
             }
             let ty = TypeId(c.u32(&format!("{name}.type"))?);
             let offset = c.u64(&format!("{name}.offset"))?;
-            tensors.push(TensorInfo {
-                name,
-                dims,
-                ty,
-                offset,
-                size: 0,
-                size_inferred: false,
-            });
+            tensors.push(TensorInfo { name, dims, ty, offset, size: 0, size_inferred: false });
         }
         let data_offset = align_up(c.pos as u64, alignment);
         let data_len = (b.len() as u64).saturating_sub(data_offset);
@@ -303,21 +246,11 @@ impl Gguf {
         let mut order: Vec<usize> = (0..tensors.len()).collect();
         order.sort_by_key(|&i| tensors[i].offset);
         for (k, &i) in order.iter().enumerate() {
-            let end_limit = order
-                .get(k + 1)
-                .map(|&j| tensors[j].offset)
-                .unwrap_or(data_len);
+            let end_limit = order.get(k + 1).map(|&j| tensors[j].offset).unwrap_or(data_len);
             let t = &mut tensors[i];
-            let pe = |msg: String| GgufError::Tensor {
-                path: path.clone(),
-                tensor: t.name.clone(),
-                msg,
-            };
+            let pe = |msg: String| GgufError::Tensor { path: path.clone(), tensor: t.name.clone(), msg };
             if t.offset % alignment != 0 {
-                return Err(pe(format!(
-                    "offset {} is not a multiple of the alignment {alignment}",
-                    t.offset
-                )));
+                return Err(pe(format!("offset {} is not a multiple of the alignment {alignment}", t.offset)));
             }
             match t.ty.tensor_bytes(&t.dims) {
                 Some(sz) => t.size = sz,
@@ -341,15 +274,7 @@ impl Gguf {
             }
         }
         drop(c);
-        Ok(Gguf {
-            path,
-            bytes: src,
-            version,
-            metadata,
-            tensors,
-            alignment,
-            data_offset,
-        })
+        Ok(Gguf { path, bytes: src, version, metadata, tensors, alignment, data_offset })
     }
 
     pub fn get(&self, key: &str) -> Option<&Value> {

@@ -108,10 +108,7 @@ impl TypeId {
     /// Bytes of a tensor with these dims, when the type is known.
     pub fn tensor_bytes(self, dims: &[u64]) -> Option<u64> {
         let ne0 = *dims.first().unwrap_or(&1);
-        let rows = dims
-            .iter()
-            .skip(1)
-            .try_fold(1u64, |a, &d| a.checked_mul(d))?;
+        let rows = dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d))?;
         self.row_bytes(ne0)?.checked_mul(rows)
     }
 }

@@ -101,10 +101,7 @@ impl Value {
             Value::Bool(b) => (*b != 0).to_string(),
             Value::F32(v) => v.to_string(),
             Value::F64(v) => v.to_string(),
-            other => other
-                .as_u64()
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| format!("{other:?}")),
+            other => other.as_u64().map(|v| v.to_string()).unwrap_or_else(|| format!("{other:?}")),
         }
     }
 

@@ -32,11 +32,7 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Serialize header + metadata + tensor infos + padding to the data section.
-pub fn encode_header(
-    metadata: &[(String, Value)],
-    plans: &[TensorPlan],
-    alignment: u64,
-) -> Vec<u8> {
+pub fn encode_header(metadata: &[(String, Value)], plans: &[TensorPlan], alignment: u64) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(b"GGUF");
     out.extend_from_slice(&3u32.to_le_bytes());
@@ -65,11 +61,7 @@ pub fn encode_header(
 }
 
 impl GgufWriter {
-    pub fn create(
-        path: &Path,
-        metadata: &[(String, Value)],
-        plans: Vec<TensorPlan>,
-    ) -> Result<GgufWriter> {
+    pub fn create(path: &Path, metadata: &[(String, Value)], plans: Vec<TensorPlan>) -> Result<GgufWriter> {
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             Some((_, Value::U32(a))) if a.is_power_of_two() => *a as u64,
             Some((_, v)) => {
@@ -82,20 +74,11 @@ impl GgufWriter {
             }
             None => DEFAULT_ALIGNMENT,
         };
-        let io = |source| GgufError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.to_path_buf(), source };
         let mut tmp = TempFile::new(path).map_err(io)?;
         let header = encode_header(metadata, &plans, alignment);
         tmp.writer().write_all(&header).map_err(io)?;
-        Ok(GgufWriter {
-            tmp,
-            plans,
-            next: 0,
-            alignment,
-            written: 0,
-        })
+        Ok(GgufWriter { tmp, plans, next: 0, alignment, written: 0 })
     }
 
     /// The plan of the tensor that must be written next, if any.
@@ -115,26 +98,16 @@ impl GgufWriter {
             return Err(GgufError::Tensor {
                 path,
                 tensor: plan.name.clone(),
-                msg: format!(
-                    "{} bytes written but the plan says {}",
-                    self.written + data.len() as u64,
-                    plan.size
-                ),
+                msg: format!("{} bytes written but the plan says {}", self.written + data.len() as u64, plan.size),
             });
         }
-        self.tmp
-            .writer()
-            .write_all(data)
-            .map_err(|source| GgufError::Io { path, source })?;
+        self.tmp.writer().write_all(data).map_err(|source| GgufError::Io { path, source })?;
         self.written += data.len() as u64;
         if self.written == plan.size {
             let pad = align_up(plan.size, self.alignment) - plan.size;
             let zeros = vec![0u8; pad as usize];
             let path = self.tmp.target().to_path_buf();
-            self.tmp
-                .writer()
-                .write_all(&zeros)
-                .map_err(|source| GgufError::Io { path, source })?;
+            self.tmp.writer().write_all(&zeros).map_err(|source| GgufError::Io { path, source })?;
             self.next += 1;
             self.written = 0;
         }
@@ -145,24 +118,13 @@ impl GgufWriter {
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
         let path = self.tmp.target().to_path_buf();
         match self.plans.get(self.next) {
-            Some(p) if p.name == name && p.size == data.len() as u64 && self.written == 0 => {
-                self.write_part(data)
-            }
+            Some(p) if p.name == name && p.size == data.len() as u64 && self.written == 0 => self.write_part(data),
             Some(p) => Err(GgufError::Tensor {
                 path,
                 tensor: name.into(),
-                msg: format!(
-                    "expected tensor {} of {} bytes next, got {} bytes",
-                    p.name,
-                    p.size,
-                    data.len()
-                ),
+                msg: format!("expected tensor {} of {} bytes next, got {} bytes", p.name, p.size, data.len()),
             }),
-            None => Err(GgufError::Tensor {
-                path,
-                tensor: name.into(),
-                msg: "no more tensors planned".into(),
-            }),
+            None => Err(GgufError::Tensor { path, tensor: name.into(), msg: "no more tensors planned".into() }),
         }
     }
 
@@ -172,20 +134,10 @@ impl GgufWriter {
         if self.next != self.plans.len() {
             return Err(GgufError::Tensor {
                 path,
-                tensor: self
-                    .plans
-                    .get(self.next)
-                    .map(|p| p.name.clone())
-                    .unwrap_or_default(),
-                msg: format!(
-                    "only {} of {} tensors were written",
-                    self.next,
-                    self.plans.len()
-                ),
+                tensor: self.plans.get(self.next).map(|p| p.name.clone()).unwrap_or_default(),
+                msg: format!("only {} of {} tensors were written", self.next, self.plans.len()),
             });
         }
-        self.tmp
-            .commit()
-            .map_err(|source| GgufError::Io { path, source })
+        self.tmp.commit().map_err(|source| GgufError::Io { path, source })
     }
 }

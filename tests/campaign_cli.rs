@@ -1,0 +1,168 @@
+//! The headless CLI against the embedded local default: plan, gate-params, queue edits,
+//! exit codes, and the whole local campaign driven by `--tick` (real child-process builds).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(args: &[&str], cwd: &Path) -> Output {
+    Command::new(common::bin())
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("KAIJU_CONFIG")
+        .env_remove("KAIJU_ROOT")
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
+    let o = run(&["plan"], &common::repo());
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"));
+    assert!(s.contains("total: ") && s.contains("h serial") && s.contains("in parallel"));
+    assert!(!s.contains("gemma-2-9b"), "HOLD models are not planned");
+    assert!(s.lines().any(|l| l.starts_with("qwen2.5-72b") && l.contains("disk") && l.contains("timeout")));
+    let j = run(&["plan", "--json"], &common::repo());
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert!(v["total_usd"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn gate_params_formats() {
+    let o = run(&["gate-params", "smollm2-135m", "--format", "shell"], &common::repo());
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    assert!(s.contains("export _PROMPT_TOKENS='504,3575,282,4649,314'"), "{s}");
+    assert!(s.contains("export _OUT_KEY='kaiju/smollm2-135m-kaiju1.knot'"));
+    assert!(s.contains("export _MODULUS='6'"));
+    let g = stdout(&run(&["gate-params", "smollm2-135m", "--format", "gcloud-subst"], &common::repo()));
+    assert!(g.starts_with("^;^") && g.contains("_EXPECT_TOKEN=7042"));
+    // the gateway sentinel is not a gate
+    let o = run(&["--queue", "queue.txt", "gate-params", "openai-gateway"], &common::repo());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sentinel"));
+}
+
+#[test]
+fn config_errors_exit_2_and_name_the_key() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("c.toml"), "[cost]\nusd_per_hour = 3\n").unwrap();
+    let o = run(&["--config", "c.toml", "plan"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("usd_per_hour"));
+    let o = run(&["--queue", "missing.txt", "--tick"], d.path());
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
+
+#[test]
+fn queue_edits_from_the_command_line() {
+    let d = tempfile::tempdir().unwrap();
+    let q = d.path().join("queue.txt");
+    std::fs::copy(common::asset("queue.txt"), &q).unwrap();
+    let before = std::fs::read_to_string(&q).unwrap();
+    assert!(run(&["--queue", "queue.txt", "hold", "qwen2.5-0.5b", "--reason", "testing"], d.path()).status.success());
+    assert!(run(&["--queue", "queue.txt", "move", "qwen2.5-0.5b", "up"], d.path()).status.success());
+    let after = std::fs::read_to_string(&q).unwrap();
+    let first = after.lines().find(|l| !l.starts_with('#') && !l.trim().is_empty()).unwrap();
+    assert!(first.starts_with("qwen2.5-0.5b") && first.contains("HOLD  # hold: testing"), "{first}");
+    assert!(run(&["--queue", "queue.txt", "move", "qwen2.5-0.5b", "down"], d.path()).status.success());
+    assert!(run(&["--queue", "queue.txt", "unhold", "qwen2.5-0.5b"], d.path()).status.success());
+    let restored = std::fs::read_to_string(&q).unwrap();
+    assert_eq!(restored.lines().count(), before.lines().count());
+    assert!(restored.contains("qwen2.5-0.5b        params=0.49  family=qwen2  hf=Qwen/Qwen2.5-0.5B-Instruct           AUTO-FEED  # hold: testing"));
+    let o = run(&["--queue", "queue.txt", "hold", "nope"], d.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn wait_for_builds(root: &Path) {
+    for _ in 0..600 {
+        let mut busy = false;
+        for e in std::fs::read_dir(root.join("builds")).into_iter().flatten().flatten() {
+            let s = std::fs::read_to_string(e.path().join("status.json")).unwrap_or_default();
+            busy |= s.contains("\"QUEUED\"") || s.contains("\"WORKING\"");
+        }
+        if !busy {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    panic!("builds did not finish");
+}
+
+#[test]
+fn local_campaign_from_not_ready_to_done_via_tick() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let cfg = kaiju::config::RawConfig::default()
+        .resolve(
+            &kaiju::config::CliOverrides {
+                root: Some(root.clone()),
+                queue: Some(root.join("queue.txt")),
+                qspecs: Some(root.join("qspecs")),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    // reuse the cached model instead of fetching it again
+    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
+    std::fs::create_dir_all(&hf).unwrap();
+    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
+    kaiju::commands::seed_demo(&cfg).unwrap();
+    let r = root.to_str().unwrap();
+    let args = |extra: &[&'static str]| {
+        let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick"];
+        v.extend_from_slice(extra);
+        v
+    };
+    // dry run by default, and idempotent
+    let a = run(&args(&[]), &root);
+    let b = run(&args(&[]), &root);
+    assert_eq!(a.status.code(), Some(0));
+    assert_eq!(stdout(&a), "dry run: would submit IQ-ladder feeder for smollm2-135m (HuggingFaceTB/SmolLM2-135M-Instruct) (pass --submit to act)\n");
+    assert_eq!(stdout(&a), stdout(&b));
+    assert!(String::from_utf8_lossy(&a.stderr).contains("HOLD gemma-2-2b"), "{a:?}");
+    // act: the feeder is submitted once; a second tick right after does nothing new
+    let a = run(&args(&["--submit"]), &root);
+    assert!(stdout(&a).starts_with("submit IQ-ladder feeder for smollm2-135m"), "{a:?}");
+    let b = run(&args(&["--submit", "--json"]), &root);
+    let j: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
+    assert!(j["submitted"].is_null(), "{j}");
+    assert!(
+        j["decision"]["outcome"]["outcome"] == "busy"
+            || j["decision"]["notes"].to_string().contains("feeder was submitted"),
+        "{j}"
+    );
+    wait_for_builds(&root);
+    assert!(root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf").exists());
+    // now READY: the encode build
+    let a = run(&args(&["--submit"]), &root);
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
+    wait_for_builds(&root);
+    let log: String = std::fs::read_dir(root.join("builds"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path().join("log.txt")).unwrap_or_default())
+        .collect();
+    for k in ["knot", "telemetry.json", "gate.log"] {
+        assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.{k}")).exists(), "{k} shipped; logs:\n{log}");
+    }
+    assert!(std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log"))
+        .unwrap()
+        .contains("result: PASS"));
+    // all done: exit 11, and again
+    for _ in 0..2 {
+        let o = run(&args(&["--submit"]), &root);
+        assert_eq!(o.status.code(), Some(11), "{o:?}");
+        assert_eq!(stdout(&o), "nothing: every non-HOLD model is done\n");
+    }
+    let s = stdout(&run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "status"], &root));
+    assert!(s.lines().any(|l| l.starts_with("smollm2-135m") && l.contains("DONE")), "{s}");
+}

@@ -1,0 +1,97 @@
+//! Shared test fixtures: the real SmolLM2-135M model (fetched once by the project's own
+//! script into .cache/models, sha256-checked) and its f16 conversion.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Q4_1 SmolLM2-135M GGUF (the base knot of the fixture).
+pub fn smollm2() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = repo().join(".cache/models");
+        let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open({
+                std::fs::create_dir_all(&dir).unwrap();
+                dir.join(".fetch.lock")
+            })
+            .unwrap();
+        lock.lock().unwrap();
+        if !p.exists() {
+            let st = std::process::Command::new("bash")
+                .arg(repo().join("scripts/fetch-smollm2.sh"))
+                .arg(&dir)
+                .status()
+                .expect("run scripts/fetch-smollm2.sh");
+            assert!(st.success(), "fetching the SmolLM2 fixture failed");
+        }
+        p
+    })
+    .clone()
+}
+
+/// The f16 truth of the fixture (our convert; cached).
+pub fn smollm2_f16() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let src = smollm2();
+        let p = repo().join(".cache/models/smollm2-135m-f16.gguf");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(repo().join(".cache/models/.f16.lock"))
+            .unwrap();
+        lock.lock().unwrap();
+        if !p.exists() {
+            kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
+        }
+        p
+    })
+    .clone()
+}
+
+pub fn asset(rel: &str) -> PathBuf {
+    repo().join(rel)
+}
+
+pub fn qspec() -> PathBuf {
+    asset("qspecs/smollm2-135m.qspec.json")
+}
+
+pub fn imatrix_gguf() -> PathBuf {
+    asset("assets/smollm2/smol.imatrix.gguf")
+}
+
+pub fn imatrix_dat() -> PathBuf {
+    asset("assets/smollm2/smol.imatrix.dat")
+}
+
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_kaiju-tui"))
+}
+
+/// Text that is not the imatrix calibration text (Debian's license texts), for perplexity.
+pub fn ppl_text(dir: &Path) -> PathBuf {
+    let out = dir.join("ppl.txt");
+    let mut s = String::new();
+    for f in ["Apache-2.0", "MPL-2.0", "GFDL-1.3"] {
+        s += &std::fs::read_to_string(Path::new("/usr/share/common-licenses").join(f)).unwrap_or_default();
+    }
+    if s.len() < 10_000 {
+        // minimal images may lack common-licenses: fall back to this project's own docs
+        for f in ["README.md", "docs/KAIJU1.md", "docs/ARCHITECTURE.md"] {
+            s += &std::fs::read_to_string(repo().join(f)).unwrap_or_default();
+        }
+    }
+    std::fs::write(&out, s).unwrap();
+    out
+}
