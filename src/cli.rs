@@ -102,11 +102,11 @@ pub enum Cmd {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Release a held model (back to AUTO-FEED, or --to another state).
+    /// Release a held model (back to the state it had, or --to another one).
     Unhold {
         id: String,
-        #[arg(long, default_value = "AUTO-FEED")]
-        to: String,
+        #[arg(long)]
+        to: Option<String>,
     },
     /// Clear a model's markers so the watcher takes it again.
     Requeue { id: String },
@@ -211,7 +211,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Status) => crate::commands::status(&cli),
         Some(Cmd::GateParams { ref id, ref format }) => crate::commands::gate_params(&cli, id, format),
         Some(Cmd::Hold { ref id, ref reason }) => crate::commands::hold(&cli, id, reason.as_deref()),
-        Some(Cmd::Unhold { ref id, ref to }) => crate::commands::unhold(&cli, id, to),
+        Some(Cmd::Unhold { ref id, ref to }) => crate::commands::unhold(&cli, id, to.as_deref()),
         Some(Cmd::Requeue { ref id }) => crate::commands::requeue(&cli, id),
         Some(Cmd::Move { ref id, ref dir }) => crate::commands::move_model(&cli, id, dir),
         Some(Cmd::Demo) => crate::commands::demo(&cli),

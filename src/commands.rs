@@ -147,17 +147,21 @@ fn edit_queue(
 }
 
 pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
-    let r = reason.map(|r| format!("hold: {r}"));
-    edit_queue(cli, |q| q.set_tag(id, Tag::Hold, r.as_deref()))?;
+    edit_queue(cli, |q| q.hold(id, reason))?;
     println!("{id}: HOLD");
     Ok(exit::OK)
 }
 
-pub fn unhold(cli: &Cli, id: &str, to: &str) -> anyhow::Result<u8> {
-    let tag = Tag::parse(to)
-        .ok_or_else(|| ConfigError::Invalid(format!("--to {to:?}: expected READY-NOW, AUTO-FEED or EXTERNAL")))?;
-    edit_queue(cli, |q| q.set_tag(id, tag, None))?;
-    println!("{id}: {tag}");
+pub fn unhold(cli: &Cli, id: &str, to: Option<&str>) -> anyhow::Result<u8> {
+    let tag = match to {
+        Some(t) => Some(Tag::parse(t).filter(|t| *t != Tag::Hold).ok_or_else(|| {
+            ConfigError::Invalid(format!("--to {t:?}: expected READY-NOW, AUTO-FEED, EXTERNAL or OUT-OF-SCOPE"))
+        })?),
+        None => None,
+    };
+    let mut got = Tag::Hold;
+    edit_queue(cli, |q| q.unhold(id, tag).map(|t| got = t))?;
+    println!("{id}: {got}");
     Ok(exit::OK)
 }
 

@@ -199,3 +199,29 @@ impl Campaign {
         }
     }
 }
+
+impl Campaign {
+    /// The control room's "submit now": the selected model's next build, under the same
+    /// single-flight lock as the tick (the operator already confirmed any override).
+    pub fn submit_now(&self, id: &str) -> Result<BuildInfo, WatchError> {
+        let Some(_lock) = self.lock()? else {
+            return Err(WatchError::Other("a watcher tick is running; try again in a moment".into()));
+        };
+        let snap = self.snapshot()?;
+        let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        if !m.unknowns().is_empty() {
+            return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
+        }
+        let action = if m.ready() {
+            Action::SubmitEncode { id: id.into() }
+        } else if m.f16.is_absent() || m.imatrix.is_absent() {
+            let hf =
+                e.hf_source.clone().ok_or_else(|| WatchError::Other(format!("{id}: no HF source to feed from")))?;
+            Action::SubmitFeeder { id: id.into(), hf_source: hf }
+        } else {
+            return Err(WatchError::Other(format!("{id}: nothing to submit: {}", m.missing().join(", "))));
+        };
+        self.execute(&action, &snap)
+    }
+}

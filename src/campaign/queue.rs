@@ -75,6 +75,17 @@ pub enum QueueError {
     Edit(String),
 }
 
+/// What an edit does to a line's `# comment`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Comment<'a> {
+    Keep,
+    Set(&'a str),
+    Clear,
+}
+
+/// Separates a hold note from the comment the line had before (restored on unhold).
+pub const HOLD_SEP: &str = " ¦ ";
+
 #[derive(Debug, Clone)]
 pub struct Queue {
     pub path: PathBuf,
@@ -193,8 +204,8 @@ impl Queue {
         self.get(id).map(|e| e.line - 1).ok_or_else(|| QueueError::NoSuchModel(id.into()))
     }
 
-    /// Change a model's state tag in place (and, if given, its comment).
-    pub fn set_tag(&mut self, id: &str, tag: Tag, comment: Option<&str>) -> Result<(), QueueError> {
+    /// Change a model's state tag in place, and its comment as asked.
+    pub fn set_tag(&mut self, id: &str, tag: Tag, comment: Comment<'_>) -> Result<(), QueueError> {
         let li = self.line_of(id)?;
         let old = self.get(id).expect("exists").tag;
         let raw = &self.lines[li];
@@ -221,18 +232,52 @@ impl Queue {
             rest = &rest[tl..];
         }
         match (comment, old_comment) {
-            (Some(c), _) => {
+            (Comment::Set(c), _) => {
                 if !out.ends_with(char::is_whitespace) {
                     out.push_str("  ");
                 }
                 out.push_str("# ");
                 out.push_str(c);
             }
-            (None, Some(c)) => out.push_str(c),
-            (None, None) => {}
+            (Comment::Keep, Some(c)) => out.push_str(c),
+            (Comment::Clear, _) => out.truncate(out.trim_end().len()),
+            (Comment::Keep, None) => {}
         }
         self.lines[li] = out;
         self.reparse()
+    }
+
+    /// Hold a model, remembering its tag in the comment so that unhold can restore it.
+    pub fn hold(&mut self, id: &str, reason: Option<&str>) -> Result<(), QueueError> {
+        let e = self.get(id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        if e.tag == Tag::Hold {
+            return Err(QueueError::Edit(format!("{id} is already on HOLD")));
+        }
+        let mut c = format!("hold (was {}){}", e.tag, reason.map(|r| format!(": {r}")).unwrap_or_default());
+        if let Some(old) = &e.comment {
+            c = format!("{c}{HOLD_SEP}{old}");
+        }
+        self.set_tag(id, Tag::Hold, Comment::Set(&c))
+    }
+
+    /// Release a held model: back to the tag remembered by [`Queue::hold`], else `fallback`
+    /// (or AUTO-FEED when it has an HF source, READY-NOW when not).
+    pub fn unhold(&mut self, id: &str, fallback: Option<Tag>) -> Result<Tag, QueueError> {
+        let e = self.get(id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        if e.tag != Tag::Hold {
+            return Err(QueueError::Edit(format!("{id} is not on HOLD (it is {})", e.tag)));
+        }
+        let note = e.comment.as_deref().and_then(|c| c.strip_prefix("hold (was "));
+        let remembered = note.and_then(|c| c.split_once(')')).and_then(|(t, _)| Tag::parse(t));
+        let original = note.and_then(|c| c.split_once(HOLD_SEP)).map(|(_, o)| o.to_string());
+        let tag = fallback.or(remembered).unwrap_or(if e.hf_source.is_some() { Tag::AutoFeed } else { Tag::ReadyNow });
+        let comment = match (&original, note) {
+            (Some(o), _) => Comment::Set(o),
+            (None, Some(_)) => Comment::Clear,
+            (None, None) => Comment::Keep,
+        };
+        self.set_tag(id, tag, comment)?;
+        Ok(tag)
     }
 
     /// Move a model one entry up (`-1`) or down (`+1`) past its neighbouring entry;
@@ -293,12 +338,32 @@ mod tests {
     #[test]
     fn hold_edits_only_the_tag_and_comment() {
         let mut q = q();
-        q.set_tag("smollm2-135m", Tag::Hold, Some("operator hold")).unwrap();
+        q.set_tag("smollm2-135m", Tag::Hold, Comment::Set("operator hold")).unwrap();
         let s = q.render();
         assert!(s.contains("hf=HuggingFaceTB/SmolLM2-135M-Instruct   HOLD  # operator hold\n"), "{s}");
-        q.set_tag("smollm2-135m", Tag::ReadyNow, None).unwrap();
+        q.set_tag("smollm2-135m", Tag::ReadyNow, Comment::Keep).unwrap();
         assert!(q.render().contains("   READY-NOW  # operator hold\n"));
         assert_eq!(q.get("smollm2-135m").unwrap().tag, Tag::ReadyNow);
+    }
+
+    #[test]
+    fn hold_remembers_the_tag_for_unhold() {
+        let mut q = q();
+        let before = q.render();
+        q.hold("qwen2.5-0.5b", Some("flaky feeder")).unwrap();
+        assert_eq!(
+            q.get("qwen2.5-0.5b").unwrap().comment.as_deref(),
+            Some("hold (was AUTO-FEED): flaky feeder ¦ small")
+        );
+        assert!(q.hold("qwen2.5-0.5b", None).is_err());
+        assert_eq!(q.unhold("qwen2.5-0.5b", None).unwrap(), Tag::AutoFeed);
+        assert_eq!(q.render(), before, "hold + unhold is the identity");
+        q.hold("smollm2-135m", None).unwrap();
+        q.unhold("smollm2-135m", None).unwrap();
+        assert_eq!(q.render(), before);
+        assert!(q.unhold("qwen2.5-0.5b", None).is_err());
+        // a hand-written HOLD falls back by HF source
+        assert_eq!(q.unhold("gemma-2-9b", None).unwrap(), Tag::ReadyNow);
     }
 
     #[test]
@@ -332,7 +397,7 @@ mod tests {
         std::fs::write(&p, Q).unwrap();
         let mut a = Queue::load(&p).unwrap();
         let mut b = Queue::load(&p).unwrap();
-        a.set_tag("qwen2.5-0.5b", Tag::Hold, None).unwrap();
+        a.set_tag("qwen2.5-0.5b", Tag::Hold, Comment::Keep).unwrap();
         a.save().unwrap();
         b.move_by("gemma-2-9b", -1).unwrap();
         let e = b.save().unwrap_err();

@@ -78,7 +78,13 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
     let mut notes: Vec<String> = queue
         .iter()
         .filter(|e| e.tag == Tag::Hold)
-        .map(|e| format!("HOLD {}: skipped, held by the operator ({})", e.id, e.comment.as_deref().unwrap_or("no reason given")))
+        .map(|e| {
+            format!(
+                "HOLD {}: skipped, held by the operator ({})",
+                e.id,
+                e.comment.as_deref().unwrap_or("no reason given")
+            )
+        })
         .collect();
     let in_flight: Vec<String> =
         builds.iter().filter(|b| b.status.is_ongoing() && b.is_ours()).map(|b| b.id.clone()).collect();

@@ -1,0 +1,458 @@
+//! Control-room state and its pure transitions: keys and worker reports come in, effects
+//! for the runtime go out. Nothing here touches the terminal, the network or the disk.
+
+use super::keymap::{Act, Keymap};
+use super::theme::Theme;
+use crate::backend::builds::{BuildInfo, BuildKind};
+use crate::campaign::state::ModelState;
+use crate::campaign::zoo::ZooRow;
+use crate::config::CostConfig;
+use crossterm::event::{KeyCode, KeyEvent};
+use std::collections::VecDeque;
+
+/// An operation that submits, cancels or edits: always confirmed, refused in --readonly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Submit { id: String },
+    Hold { id: String },
+    Unhold { id: String },
+    Requeue { id: String },
+    Move { id: String, dir: i32 },
+    Cancel { id: String, build: String },
+}
+
+impl Op {
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Submit { id } => format!("submit the next build of {id} now"),
+            Op::Hold { id } => format!("hold {id}"),
+            Op::Unhold { id } => format!("release {id} from HOLD"),
+            Op::Requeue { id } => format!("requeue {id} (clear its markers)"),
+            Op::Move { id, dir } => format!("move {id} {} the queue", if *dir < 0 { "up" } else { "down" }),
+            Op::Cancel { id, build } => format!("cancel build {build} of {id}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Run(Op),
+    TickNow,
+    SetPaused(bool),
+    Follow(Option<String>),
+    Quit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    Normal,
+    Filter,
+    Help,
+    Details,
+    /// `stage` counts confirmations given; `needed` how many the op needs.
+    Confirm {
+        op: Op,
+        stage: u8,
+        needed: u8,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Queue,
+    Params,
+    State,
+    Cost,
+}
+
+/// Reports from the runtime's workers.
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Snapshot { rows: Vec<ZooRow>, builds: Vec<BuildInfo>, at: f64 },
+    Tick { line: String, notes: Vec<String>, at: f64 },
+    OpDone(Result<String, String>),
+    Log { build: String, text: String },
+    LogReset { source: String },
+    Clock(f64),
+    Error(String),
+}
+
+pub struct LogPane {
+    pub lines: VecDeque<(f64, String)>,
+    pub cap: usize,
+    pub follow: bool,
+    pub wrap: bool,
+    pub timestamps: bool,
+    pub scroll: usize,
+    pub source: Option<String>,
+}
+
+pub struct App {
+    pub km: Keymap,
+    pub theme: Theme,
+    pub cost: CostConfig,
+    pub readonly: bool,
+    pub yes: bool,
+    pub rows: Vec<ZooRow>,
+    pub builds: Vec<BuildInfo>,
+    pub selected: usize,
+    pub filter: String,
+    pub sort: SortKey,
+    pub mode: Mode,
+    pub paused: bool,
+    pub interval_s: u64,
+    pub next_tick_at: f64,
+    pub now: f64,
+    pub log: LogPane,
+    pub status: String,
+    pub last_tick: Option<String>,
+    pub diag: VecDeque<String>,
+    pub dirty: bool,
+    pub quit: bool,
+    pub loaded: bool,
+}
+
+impl App {
+    pub fn new(km: Keymap, theme: Theme, cost: CostConfig, readonly: bool, yes: bool, interval_s: u64) -> App {
+        App {
+            km,
+            theme,
+            cost,
+            readonly,
+            yes,
+            rows: vec![],
+            builds: vec![],
+            selected: 0,
+            filter: String::new(),
+            sort: SortKey::Queue,
+            mode: Mode::Normal,
+            paused: false,
+            interval_s,
+            next_tick_at: 0.0,
+            now: 0.0,
+            log: LogPane {
+                lines: VecDeque::new(),
+                cap: 2000,
+                follow: true,
+                wrap: false,
+                timestamps: false,
+                scroll: 0,
+                source: None,
+            },
+            status: String::new(),
+            last_tick: None,
+            diag: VecDeque::new(),
+            dirty: true,
+            quit: false,
+            loaded: false,
+        }
+    }
+
+    /// Row indices after filter and sort.
+    pub fn visible(&self) -> Vec<usize> {
+        let f = self.filter.to_lowercase();
+        let mut v: Vec<usize> = (0..self.rows.len())
+            .filter(|&i| {
+                let r = &self.rows[i];
+                f.is_empty()
+                    || r.id.to_lowercase().contains(&f)
+                    || r.family.to_lowercase().contains(&f)
+                    || r.state.as_str().to_lowercase().contains(&f)
+            })
+            .collect();
+        match self.sort {
+            SortKey::Queue => {}
+            SortKey::Params => v.sort_by(|&a, &b| self.rows[a].params_b.total_cmp(&self.rows[b].params_b)),
+            SortKey::State => v.sort_by_key(|&i| self.rows[i].state.as_str()),
+            SortKey::Cost => v.sort_by(|&a, &b| self.rows[b].estimate.usd.total_cmp(&self.rows[a].estimate.usd)),
+        }
+        v
+    }
+
+    pub fn selected_row(&self) -> Option<&ZooRow> {
+        self.visible().get(self.selected).map(|&i| &self.rows[i])
+    }
+
+    pub fn in_flight(&self) -> Vec<&BuildInfo> {
+        self.builds.iter().filter(|b| b.status.is_ongoing()).collect()
+    }
+
+    /// The build whose log the pane follows: the selected model's newest.
+    pub fn followed_build(&self) -> Option<String> {
+        let id = self.selected_row()?.id.clone();
+        self.builds.iter().find(|b| b.model().as_deref() == Some(id.as_str())).map(|b| b.id.clone())
+    }
+
+    fn note(&mut self, s: String) {
+        self.status = s.clone();
+        self.diag.push_back(s);
+        while self.diag.len() > 200 {
+            self.diag.pop_front();
+        }
+    }
+
+    fn clamp(&mut self) {
+        let n = self.visible().len();
+        if n == 0 {
+            self.selected = 0;
+        } else if self.selected >= n {
+            self.selected = n - 1;
+        }
+    }
+
+    fn select(&mut self, to: usize) -> Vec<Effect> {
+        let before = self.followed_build();
+        self.selected = to;
+        self.clamp();
+        let after = self.followed_build();
+        if before != after {
+            vec![Effect::Follow(after)]
+        } else {
+            vec![]
+        }
+    }
+
+    /// Ask for (or, with --yes, skip) confirmation of an op.
+    fn request(&mut self, op: Op, needed: u8) -> Vec<Effect> {
+        if self.readonly {
+            self.note(format!("read-only: cannot {}", op.describe()));
+            return vec![];
+        }
+        if self.yes {
+            return vec![Effect::Run(op)];
+        }
+        self.mode = Mode::Confirm { op, stage: 0, needed };
+        vec![]
+    }
+
+    pub fn on_key(&mut self, ev: KeyEvent) -> Vec<Effect> {
+        self.dirty = true;
+        match self.mode.clone() {
+            Mode::Filter => {
+                match ev.code {
+                    KeyCode::Esc => {
+                        self.filter.clear();
+                        self.mode = Mode::Normal;
+                    }
+                    KeyCode::Enter => self.mode = Mode::Normal,
+                    KeyCode::Backspace => {
+                        self.filter.pop();
+                    }
+                    KeyCode::Char(c) => self.filter.push(c),
+                    _ => {}
+                }
+                let sel = self.selected;
+                return self.select(sel);
+            }
+            Mode::Confirm { op, stage, needed } => {
+                return match ev.code {
+                    KeyCode::Char('y') | KeyCode::Char('Y') => {
+                        if stage + 1 >= needed {
+                            self.mode = Mode::Normal;
+                            vec![Effect::Run(op)]
+                        } else {
+                            self.mode = Mode::Confirm { op, stage: stage + 1, needed };
+                            vec![]
+                        }
+                    }
+                    _ => {
+                        self.mode = Mode::Normal;
+                        self.note(format!("cancelled: {}", op.describe()));
+                        vec![]
+                    }
+                };
+            }
+            Mode::Help | Mode::Details => {
+                if matches!(ev.code, KeyCode::Esc)
+                    || self.km.lookup(&ev).is_some_and(|a| matches!(a, Act::Help | Act::Details | Act::Quit))
+                {
+                    self.mode = Mode::Normal;
+                }
+                return vec![];
+            }
+            Mode::Normal => {}
+        }
+        if ev.code == KeyCode::Esc && !self.filter.is_empty() {
+            self.filter.clear();
+            return vec![];
+        }
+        let Some(act) = self.km.lookup(&ev) else { return vec![] };
+        let n = self.visible().len();
+        let page = 10;
+        let row = self.selected_row().cloned();
+        match act {
+            Act::Up => self.select(self.selected.saturating_sub(1)),
+            Act::Down => self.select((self.selected + 1).min(n.saturating_sub(1))),
+            Act::PageUp => self.select(self.selected.saturating_sub(page)),
+            Act::PageDown => self.select((self.selected + page).min(n.saturating_sub(1))),
+            Act::Top => self.select(0),
+            Act::Bottom => self.select(n.saturating_sub(1)),
+            Act::Filter => {
+                self.mode = Mode::Filter;
+                vec![]
+            }
+            Act::Sort => {
+                self.sort = match self.sort {
+                    SortKey::Queue => SortKey::Params,
+                    SortKey::Params => SortKey::State,
+                    SortKey::State => SortKey::Cost,
+                    SortKey::Cost => SortKey::Queue,
+                };
+                let sel = self.selected;
+                self.select(sel)
+            }
+            Act::Details => {
+                if row.is_some() {
+                    self.mode = Mode::Details;
+                }
+                vec![]
+            }
+            Act::Help => {
+                self.mode = Mode::Help;
+                vec![]
+            }
+            Act::Quit => {
+                self.quit = true;
+                vec![Effect::Quit]
+            }
+            Act::TickNow => {
+                self.note("tick requested".into());
+                vec![Effect::TickNow]
+            }
+            Act::PauseWatcher => {
+                self.paused = !self.paused;
+                self.note(format!("background watcher {}", if self.paused { "paused" } else { "resumed" }));
+                vec![Effect::SetPaused(self.paused)]
+            }
+            Act::Follow => {
+                self.log.follow = !self.log.follow;
+                if self.log.follow {
+                    self.log.scroll = 0;
+                }
+                vec![]
+            }
+            Act::Wrap => {
+                self.log.wrap = !self.log.wrap;
+                vec![]
+            }
+            Act::Timestamps => {
+                self.log.timestamps = !self.log.timestamps;
+                vec![]
+            }
+            Act::Submit | Act::Hold | Act::Requeue | Act::MoveUp | Act::MoveDown | Act::Cancel => {
+                let Some(r) = row else { return vec![] };
+                let id = r.id.clone();
+                match act {
+                    Act::Submit => {
+                        // one build at a time: overriding it takes a second confirmation
+                        let busy = !self.in_flight().is_empty();
+                        self.request(Op::Submit { id }, if busy { 2 } else { 1 })
+                    }
+                    Act::Hold if r.state == ModelState::Hold => self.request(Op::Unhold { id }, 1),
+                    Act::Hold => self.request(Op::Hold { id }, 1),
+                    Act::Requeue => self.request(Op::Requeue { id }, 1),
+                    Act::MoveUp => self.request(Op::Move { id, dir: -1 }, 1),
+                    Act::MoveDown => self.request(Op::Move { id, dir: 1 }, 1),
+                    _ => {
+                        let b = self
+                            .builds
+                            .iter()
+                            .find(|b| b.status.is_ongoing() && b.model().as_deref() == Some(id.as_str()));
+                        match b {
+                            Some(b) => {
+                                let build = b.id.clone();
+                                self.request(Op::Cancel { id, build }, 1)
+                            }
+                            None => {
+                                self.note(format!("{id} has no build in flight"));
+                                vec![]
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn on_msg(&mut self, m: Msg) -> Vec<Effect> {
+        self.dirty = true;
+        match m {
+            Msg::Snapshot { rows, builds, at } => {
+                let before = self.followed_build();
+                let keep = self.selected_row().map(|r| r.id.clone());
+                self.rows = rows;
+                self.builds = builds;
+                self.now = at;
+                self.loaded = true;
+                if let Some(id) = keep {
+                    if let Some(p) = self.visible().iter().position(|&i| self.rows[i].id == id) {
+                        self.selected = p;
+                    }
+                }
+                self.clamp();
+                let after = self.followed_build();
+                if before != after {
+                    return vec![Effect::Follow(after)];
+                }
+            }
+            Msg::Tick { line, notes, at } => {
+                for n in notes {
+                    self.diag.push_back(n);
+                }
+                self.last_tick = Some(line.clone());
+                self.note(format!("tick: {line}"));
+                self.next_tick_at = at + self.interval_s as f64;
+            }
+            Msg::OpDone(Ok(s)) => self.note(s),
+            Msg::OpDone(Err(e)) | Msg::Error(e) => self.note(format!("error: {e}")),
+            Msg::LogReset { source } => {
+                self.log.lines.clear();
+                self.log.scroll = 0;
+                self.log.source = Some(source);
+            }
+            Msg::Log { build: _, text } => {
+                for l in text.lines() {
+                    self.log.lines.push_back((self.now, l.to_string()));
+                    if !self.log.follow {
+                        self.log.scroll += 1;
+                    }
+                }
+                while self.log.lines.len() > self.log.cap {
+                    self.log.lines.pop_front();
+                }
+            }
+            Msg::Clock(t) => {
+                let before = (self.next_tick_at - self.now).ceil() as i64;
+                self.now = t;
+                self.dirty = (self.next_tick_at - self.now).ceil() as i64 != before;
+            }
+        }
+        vec![]
+    }
+
+    /// Campaign totals over what is left: serial hours, parallel hours, cost; and spent.
+    pub fn totals(&self) -> (f64, f64, f64, f64) {
+        let left: Vec<&ZooRow> = self
+            .rows
+            .iter()
+            .filter(|r| !matches!(r.state, ModelState::Done | ModelState::Hold | ModelState::OutOfScope))
+            .collect();
+        let hours: Vec<f64> = left.iter().map(|r| r.estimate.hours).collect();
+        let serial = hours.iter().sum::<f64>() + 0.0;
+        let parallel = crate::campaign::cost::makespan(&hours, self.cost.parallel);
+        let usd = left.iter().map(|r| r.estimate.usd).sum::<f64>() + 0.0;
+        let spent =
+            self.builds.iter().map(|b| b.elapsed(self.now) / 60.0 * self.cost.usd_per_minute).sum::<f64>() + 0.0;
+        (serial, parallel, usd, spent)
+    }
+
+    /// Estimated remaining seconds of a build (cost model hours minus elapsed).
+    pub fn remaining(&self, b: &BuildInfo) -> f64 {
+        let Some(r) = self.rows.iter().find(|r| Some(&r.id) == b.model().as_ref()) else { return 0.0 };
+        let h = match b.kind {
+            Some(BuildKind::Feeder) => r.estimate.ladder_h.max(r.params_b / 7.0 * self.cost.ladder_hours_per_7b),
+            _ => r.estimate.encode_h,
+        };
+        (h * 3600.0 - b.elapsed(self.now)).max(0.0)
+    }
+}

@@ -1,0 +1,304 @@
+//! Key paths through injected key events, and TestBackend screen snapshots.
+
+use super::app::{App, Effect, Mode, Msg, Op, SortKey};
+use super::keymap::Keymap;
+use super::theme::Theme;
+use super::ui;
+use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus};
+use crate::backend::store::Probe;
+use crate::campaign::inventory::{Inventory, ModelInventory};
+use crate::campaign::markers::MarkerSet;
+use crate::campaign::qspec::GateKind;
+use crate::campaign::queue::Queue;
+use crate::campaign::zoo;
+use crate::config::CostConfig;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::path::Path;
+
+pub const NOW: f64 = 1_800_000_000.0;
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+pub fn building(id: &str, kind: BuildKind, step: &str) -> BuildInfo {
+    BuildInfo {
+        id: format!("b1-{id}"),
+        kind: Some(kind),
+        model_id: Some(id.into()),
+        status: BuildStatus::Working,
+        substitutions: [("_OUT_KEY".to_string(), format!("kaiju/{id}-kaiju1.knot"))].into_iter().collect(),
+        tags: vec![],
+        create_time: NOW - 700.0,
+        start_time: Some(NOW - 650.0),
+        finish_time: None,
+        step: Some(step.into()),
+        steps_done: vec![],
+        detail: None,
+        pid: None,
+    }
+}
+
+/// The shipped queue with a fixed inventory: a real-looking mid-campaign moment.
+pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
+    let q = Queue::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("queue.txt")).unwrap();
+    let p = Probe::Present { size: 1 };
+    let mut inv = Inventory::new();
+    for (i, e) in q.entries.iter().enumerate() {
+        let gate = if e.id == "smollm2-135m" || e.id == "qwen2.5-0.5b" {
+            GateKind::Argmax(
+                crate::campaign::qspec::QSpec::parse(Path::new("q"), r#"{"prompt_tokens":[1,2],"expect_token":3}"#)
+                    .unwrap(),
+            )
+        } else if e.id == "openai-gateway" {
+            GateKind::Sentinel
+        } else {
+            GateKind::Missing
+        };
+        let m = ModelInventory {
+            f16: if i < 2 { p.clone() } else { Probe::Absent },
+            imatrix: if i < 2 {
+                p.clone()
+            } else if e.id == "qwen2.5-7b" {
+                Probe::Unknown("403 Forbidden".into())
+            } else {
+                Probe::Absent
+            },
+            base: if i < 5 { p.clone() } else { Probe::Absent },
+            gate,
+            output: if i == 0 { p.clone() } else { Probe::Absent },
+        };
+        inv.insert(e.id.clone(), m);
+    }
+    let builds = vec![building("qwen2.5-0.5b", BuildKind::Encode, "encode")];
+    let rows = zoo::rows(&q.entries, &inv, &builds, &MarkerSet::default(), &CostConfig::default());
+    let mut app = App::new(Keymap::default(), theme, CostConfig::default(), readonly, yes, 60);
+    app.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    app.next_tick_at = NOW + 42.0;
+    app.on_msg(Msg::LogReset { source: "build b1-qwen2.5-0.5b".into() });
+    app.on_msg(Msg::Log {
+        build: "b1-qwen2.5-0.5b".into(),
+        text: "[10:00:00] step fetch-f16: done in 3.1s\n[10:00:04] step encode: start\n{\"event\":\"progress\",\"done\":120000000,\"total\":360000000}\n".into(),
+    });
+    app.dirty = false;
+    app
+}
+
+fn app() -> App {
+    sample_app(Theme::mono(), false, false)
+}
+
+#[test]
+fn navigation_filter_sort() {
+    let mut a = app();
+    assert_eq!(a.selected_row().unwrap().id, "smollm2-135m");
+    a.on_key(key('j'));
+    assert_eq!(a.selected_row().unwrap().id, "qwen2.5-0.5b");
+    a.on_key(code(KeyCode::Down));
+    a.on_key(key('k'));
+    assert_eq!(a.selected_row().unwrap().id, "qwen2.5-0.5b");
+    a.on_key(key('G'));
+    assert_eq!(a.selected_row().unwrap().id, "codestral-22b-openai");
+    a.on_key(key('g'));
+    assert_eq!(a.selected, 0);
+    a.on_key(code(KeyCode::PageDown));
+    assert_eq!(a.selected, 10);
+    a.on_key(code(KeyCode::PageUp));
+    assert_eq!(a.selected, 0);
+    a.on_key(key('/'));
+    assert_eq!(a.mode, Mode::Filter);
+    for c in "qwen".chars() {
+        a.on_key(key(c));
+    }
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.visible().iter().all(|&i| a.rows[i].id.contains("qwen")));
+    assert_eq!(a.visible().len(), 5);
+    a.on_key(code(KeyCode::Esc));
+    assert!(a.filter.is_empty());
+    a.on_key(key('o'));
+    assert_eq!(a.sort, SortKey::Params);
+    assert_eq!(a.selected_row().unwrap().id, "openai-gateway");
+    for _ in 0..3 {
+        a.on_key(key('o'));
+    }
+    assert_eq!(a.sort, SortKey::Queue);
+}
+
+#[test]
+fn overlays_open_and_close() {
+    let mut a = app();
+    a.on_key(key('?'));
+    assert_eq!(a.mode, Mode::Help);
+    a.on_key(code(KeyCode::Esc));
+    assert_eq!(a.mode, Mode::Normal);
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Details);
+    a.on_key(key('d'));
+    assert_eq!(a.mode, Mode::Normal);
+}
+
+#[test]
+fn edits_go_through_one_confirmation_path() {
+    let mut a = app();
+    a.on_key(key('j')); // qwen2.5-0.5b (encoding)
+    assert!(a.on_key(key('h')).is_empty());
+    assert!(matches!(a.mode, Mode::Confirm { op: Op::Hold { .. }, .. }));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Hold { id: "qwen2.5-0.5b".into() })]);
+    // any other key declines
+    a.on_key(key('r'));
+    assert!(a.on_key(key('n')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("cancelled"));
+    // move up / down
+    a.on_key(key('K'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Move { id: "qwen2.5-0.5b".into(), dir: -1 })]);
+    a.on_key(key('J'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Move { id: "qwen2.5-0.5b".into(), dir: 1 })]);
+    // cancel the build in flight
+    a.on_key(key('x'));
+    assert_eq!(
+        a.on_key(key('y')),
+        vec![Effect::Run(Op::Cancel { id: "qwen2.5-0.5b".into(), build: "b1-qwen2.5-0.5b".into() })]
+    );
+    // nothing to cancel on a model without a build
+    a.on_key(key('g'));
+    assert!(a.on_key(key('x')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    // a held model is released by the same key
+    a.on_key(key('G'));
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('k'));
+    }
+    a.on_key(key('h'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Unhold { id: "gemma-2-2b".into() })]);
+}
+
+#[test]
+fn submit_while_busy_needs_a_second_confirmation() {
+    let mut a = app();
+    a.on_key(key('S'));
+    assert!(a.on_key(key('y')).is_empty(), "first yes only acknowledges the one-at-a-time rule");
+    assert!(matches!(a.mode, Mode::Confirm { stage: 1, needed: 2, .. }));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Submit { id: "smollm2-135m".into() })]);
+    // with nothing in flight one confirmation is enough
+    a.builds.clear();
+    a.on_key(key('S'));
+    assert_eq!(a.on_key(key('y')).len(), 1);
+}
+
+#[test]
+fn readonly_refuses_and_yes_skips_confirmation() {
+    let mut r = sample_app(Theme::mono(), true, false);
+    for c in ['S', 'h', 'r', 'K', 'J'] {
+        assert!(r.on_key(key(c)).is_empty());
+        assert_eq!(r.mode, Mode::Normal);
+        assert!(r.status.starts_with("read-only"), "{c}: {}", r.status);
+    }
+    let mut y = sample_app(Theme::mono(), false, true);
+    assert_eq!(y.on_key(key('h')), vec![Effect::Run(Op::Hold { id: "smollm2-135m".into() })]);
+}
+
+#[test]
+fn watcher_and_log_keys() {
+    let mut a = app();
+    assert_eq!(a.on_key(key('t')), vec![Effect::TickNow]);
+    assert_eq!(a.on_key(key('p')), vec![Effect::SetPaused(true)]);
+    assert_eq!(a.on_key(key('p')), vec![Effect::SetPaused(false)]);
+    a.on_key(key('f'));
+    assert!(!a.log.follow);
+    a.on_msg(Msg::Log { build: "b".into(), text: "new line\n".into() });
+    assert_eq!(a.log.scroll, 1, "a paused log keeps its view");
+    a.on_key(key('f'));
+    assert!(a.log.follow && a.log.scroll == 0);
+    a.on_key(key('w'));
+    assert!(a.log.wrap);
+    a.on_key(key('T'));
+    assert!(a.log.timestamps);
+    // selecting another model follows its build
+    assert_eq!(a.on_key(key('j')), vec![Effect::Follow(Some("b1-qwen2.5-0.5b".into()))]);
+    assert_eq!(a.on_key(key('q')), vec![Effect::Quit]);
+    assert!(a.quit);
+    let mut b = app();
+    assert_eq!(b.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), vec![Effect::Quit]);
+}
+
+#[test]
+fn log_memory_is_bounded() {
+    let mut a = app();
+    let text: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    a.on_msg(Msg::Log { build: "b".into(), text });
+    assert_eq!(a.log.lines.len(), a.log.cap);
+    assert_eq!(a.log.lines.back().unwrap().1, "line 4999");
+}
+
+pub fn render(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut s = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+fn snapshot(name: &str, got: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !p.exists() {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&p).unwrap();
+    assert!(want == got, "{} differs (UPDATE_SNAPSHOTS=1 to accept):\n{got}", p.display());
+}
+
+#[test]
+fn screens_at_80x24_and_160x48() {
+    let a = app();
+    snapshot("zoo_80x24.txt", &render(&a, 80, 24));
+    snapshot("zoo_160x48.txt", &render(&a, 160, 48));
+    let mut h = app();
+    h.on_key(key('?'));
+    snapshot("help_80x24.txt", &render(&h, 80, 24));
+    let mut d = app();
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(code(KeyCode::Enter));
+    snapshot("details_160x48.txt", &render(&d, 160, 48));
+    let mut c = app();
+    c.on_key(key('S'));
+    snapshot("confirm_80x24.txt", &render(&c, 80, 24));
+}
+
+#[test]
+fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
+    let a = app();
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &a)).unwrap();
+    let buf = t.backend().buffer().clone();
+    // row 3 is the selected first model
+    let cell = &buf[(4, 3)];
+    assert!(cell.modifier.contains(ratatui::style::Modifier::REVERSED));
+    assert_eq!(cell.fg, ratatui::style::Color::Reset);
+    let dark = sample_app(Theme::load("dark", Path::new("themes")).unwrap(), false, false);
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &dark)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let line4: String = (0..80).map(|x| buf[(x, 4)].symbol().to_string()).collect();
+    let x = line4.find("ENCODING").unwrap() as u16;
+    let x = line4[..x as usize].chars().count() as u16;
+    assert_eq!(buf[(x, 4)].fg, dark.theme.accent, "states are coloured in colour themes");
+}

@@ -1,0 +1,351 @@
+//! Drawing: one function from `&App` to a frame. Readable without colour: states carry
+//! words and glyphs, the selection is reversed in the monochrome theme.
+
+use super::app::{App, Mode, SortKey};
+use crate::backend::store::Probe;
+use crate::campaign::state::ModelState;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::Frame;
+
+pub fn fmt_dur(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn state_style(app: &App, s: ModelState) -> Style {
+    let t = &app.theme;
+    match s {
+        ModelState::Done | ModelState::Ready => t.role(t.ok),
+        ModelState::Failed => t.role(t.bad).add_modifier(Modifier::BOLD),
+        ModelState::Feeding | ModelState::Encoding | ModelState::Gating => {
+            t.role(t.accent).add_modifier(Modifier::BOLD)
+        }
+        ModelState::Hold => t.role(t.warn),
+        ModelState::Unknown => t.role(t.unknown).add_modifier(Modifier::BOLD),
+        ModelState::NotReady | ModelState::External | ModelState::OutOfScope => t.role(t.dim),
+    }
+}
+
+fn probe_cell<'a>(app: &App, p: &Probe) -> Cell<'a> {
+    let t = &app.theme;
+    let st = match p {
+        Probe::Present { .. } => t.role(t.ok),
+        Probe::Absent => t.role(t.bad),
+        Probe::Unknown(_) => t.role(t.unknown).add_modifier(Modifier::BOLD),
+    };
+    Cell::from(p.glyph()).style(st)
+}
+
+fn block<'a>(app: &App, title: &'a str) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(app.theme.role(app.theme.border))
+        .title(Span::styled(title, app.theme.title()))
+}
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    f.render_widget(Block::default().style(app.theme.base()), area);
+    let wide = area.width >= 120;
+    let log_h = if area.height >= 40 { 10 } else { 5 };
+    let mid_h = if area.height >= 40 { 6 } else { 4 };
+    let [head, table, mid, log, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(5),
+        Constraint::Length(mid_h),
+        Constraint::Length(log_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, app, head);
+    draw_zoo(f, app, table, wide);
+    let [builds, cost] = Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(mid);
+    draw_builds(f, app, builds, wide);
+    draw_cost(f, app, cost);
+    draw_log(f, app, log);
+    draw_footer(f, app, foot);
+    match &app.mode {
+        Mode::Help => draw_help(f, app, area),
+        Mode::Details => draw_details(f, app, area),
+        Mode::Confirm { op, stage, needed } => {
+            let mut lines = vec![Line::from(format!("{}?", op.describe()))];
+            if *needed > 1 {
+                lines.push(Line::from(if *stage == 0 {
+                    "a build is already in flight: builds run one at a time".to_string()
+                } else {
+                    "confirm again to override the one-at-a-time rule".to_string()
+                }));
+            }
+            lines.push(Line::from(Span::styled("y: yes   any other key: no", app.theme.title())));
+            popup(f, app, area, "confirm", lines, 60, 6);
+        }
+        _ => {}
+    }
+}
+
+fn draw_header(f: &mut Frame, app: &App, r: Rect) {
+    let n = app.rows.len();
+    let done = app.rows.iter().filter(|r| r.state == ModelState::Done).count();
+    let watcher = if app.paused {
+        "watcher paused".to_string()
+    } else if app.next_tick_at > 0.0 {
+        format!("next tick in {}", fmt_dur(app.next_tick_at - app.now))
+    } else {
+        "watcher starting".to_string()
+    };
+    let mut spans = vec![
+        Span::styled(" kaiju-tui ", app.theme.title()),
+        Span::raw(format!("│ {done}/{n} done │ {watcher} │ sort: {:?}", app.sort)),
+    ];
+    if !app.filter.is_empty() || app.mode == Mode::Filter {
+        spans.push(Span::raw(format!(" │ filter: {}", app.filter)));
+    }
+    if app.readonly {
+        spans.push(Span::styled(" │ READ-ONLY", app.theme.role(app.theme.warn).add_modifier(Modifier::BOLD)));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), r);
+}
+
+fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
+    let vis = app.visible();
+    let header_cells: Vec<&str> = if wide {
+        vec!["model", "params", "family", "state", "f16", "imat", "base", "gate", "est h", "est $", "last build"]
+    } else {
+        vec!["model", "params", "state", "f16", "im", "bs", "gt", "est h", "est $"]
+    };
+    let header = Row::new(header_cells).style(app.theme.role(app.theme.dim).add_modifier(Modifier::BOLD));
+    let rows: Vec<Row> = vis
+        .iter()
+        .map(|&i| {
+            let z = &app.rows[i];
+            let gate = if z.gate_ready {
+                Cell::from("✔").style(app.theme.role(app.theme.ok))
+            } else if z.gate == "MISSING" {
+                Cell::from("✗").style(app.theme.role(app.theme.bad))
+            } else {
+                Cell::from("∅").style(app.theme.role(app.theme.warn))
+            };
+            let mut cells = vec![Cell::from(z.id.clone()), Cell::from(format!("{:.2}B", z.params_b))];
+            if wide {
+                cells.push(Cell::from(z.family.clone()));
+            }
+            cells.push(Cell::from(z.state.as_str()).style(state_style(app, z.state)));
+            cells.push(probe_cell(app, &z.f16));
+            cells.push(probe_cell(app, &z.imatrix));
+            cells.push(probe_cell(app, &z.base));
+            cells.push(gate);
+            cells.push(Cell::from(format!("{:.1}", z.estimate.hours)));
+            cells.push(Cell::from(format!("{:.2}", z.estimate.usd)));
+            if wide {
+                cells.push(Cell::from(z.last_build.clone().unwrap_or_default()).style(app.theme.role(app.theme.dim)));
+            }
+            Row::new(cells)
+        })
+        .collect();
+    let widths: Vec<Constraint> = if wide {
+        vec![
+            Constraint::Length(22),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(13),
+            Constraint::Length(4),
+            Constraint::Length(5),
+            Constraint::Length(5),
+            Constraint::Length(5),
+            Constraint::Length(7),
+            Constraint::Length(9),
+            Constraint::Min(10),
+        ]
+    } else {
+        vec![
+            Constraint::Length(18),
+            Constraint::Length(7),
+            Constraint::Length(12),
+            Constraint::Length(3),
+            Constraint::Length(3),
+            Constraint::Length(3),
+            Constraint::Length(3),
+            Constraint::Length(6),
+            Constraint::Min(7),
+        ]
+    };
+    let title = if app.loaded { " zoo " } else { " zoo (probing…) " };
+    let t = Table::new(rows, widths)
+        .header(header)
+        .block(block(app, title))
+        .row_highlight_style(app.theme.selected())
+        .highlight_symbol("▶ ");
+    let mut st = TableState::default();
+    if !vis.is_empty() {
+        st.select(Some(app.selected));
+    }
+    f.render_stateful_widget(t, r, &mut st);
+}
+
+fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
+    let fl = app.in_flight();
+    let lines: Vec<Line> = if fl.is_empty() {
+        vec![Line::from(Span::styled("no build in flight", app.theme.role(app.theme.dim)))]
+    } else {
+        fl.iter()
+            .map(|b| {
+                let el = b.elapsed(app.now);
+                let cost = el / 60.0 * app.cost.usd_per_minute;
+                let kind = b.kind.map(|k| k.as_str()).unwrap_or("?");
+                let model = b.model().unwrap_or_default();
+                if wide {
+                    Line::from(format!(
+                        "{} {} {} {} step {} · {} elapsed · ~{} left · ${:.2}",
+                        b.id,
+                        model,
+                        kind,
+                        b.status.as_str(),
+                        b.step.as_deref().unwrap_or("-"),
+                        fmt_dur(el),
+                        fmt_dur(app.remaining(b)),
+                        cost
+                    ))
+                } else {
+                    Line::from(format!(
+                        "{model} {kind} {} {} {}",
+                        b.step.as_deref().unwrap_or("-"),
+                        fmt_dur(el),
+                        b.status.as_str()
+                    ))
+                }
+            })
+            .collect()
+    };
+    f.render_widget(Paragraph::new(lines).block(block(app, " in flight ")), r);
+}
+
+fn draw_cost(f: &mut Frame, app: &App, r: Rect) {
+    let (serial, parallel, usd, spent) = app.totals();
+    let lines = vec![
+        Line::from(format!("left: ${usd:.2} · spent ${spent:.2}")),
+        Line::from(format!(
+            "{} serial · {} on {}",
+            fmt_dur(serial * 3600.0),
+            fmt_dur(parallel * 3600.0),
+            app.cost.parallel
+        )),
+    ];
+    f.render_widget(Paragraph::new(lines).block(block(app, " cost ")), r);
+}
+
+fn draw_log(f: &mut Frame, app: &App, r: Rect) {
+    let inner_h = r.height.saturating_sub(2) as usize;
+    let n = app.log.lines.len();
+    let end = n.saturating_sub(app.log.scroll);
+    let start = end.saturating_sub(inner_h);
+    let lines: Vec<Line> = app
+        .log
+        .lines
+        .iter()
+        .skip(start)
+        .take(end - start)
+        .map(|(t, l)| {
+            if app.log.timestamps {
+                Line::from(format!("{} {l}", crate::backend::pipeline::chrono_like(*t)))
+            } else {
+                Line::from(l.as_str())
+            }
+        })
+        .collect();
+    let title = format!(
+        " log: {} {}{}",
+        app.log.source.as_deref().unwrap_or("(select a model with a build)"),
+        if app.log.follow { "[follow]" } else { "[paused]" },
+        if app.log.wrap { " [wrap] " } else { " " }
+    );
+    let mut p = Paragraph::new(lines).block(block(app, &title));
+    if app.log.wrap {
+        p = p.wrap(Wrap { trim: false });
+    }
+    f.render_widget(p, r);
+}
+
+fn draw_footer(f: &mut Frame, app: &App, r: Rect) {
+    let line = if app.mode == Mode::Filter {
+        Line::from(format!("/{}▏ (enter: keep, esc: clear)", app.filter))
+    } else {
+        let mut spans: Vec<Span> = vec![];
+        if !app.status.is_empty() {
+            spans.push(Span::styled(format!("{} ", app.status), app.theme.role(app.theme.accent)));
+            spans.push(Span::raw("│ "));
+        }
+        for (k, name) in app.km.footer(app.readonly) {
+            spans.push(Span::styled(k, Style::default().add_modifier(Modifier::BOLD)));
+            spans.push(Span::raw(format!(" {name}  ")));
+        }
+        Line::from(spans)
+    };
+    f.render_widget(Paragraph::new(line), r);
+}
+
+fn popup(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+    let w = w.min(area.width.saturating_sub(2)).max(10);
+    let h = h.min(area.height.saturating_sub(2)).max(3);
+    let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
+    f.render_widget(Clear, r);
+    let t = format!(" {title} ");
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block(app, &t)).style(app.theme.base()), r);
+}
+
+fn draw_help(f: &mut Frame, app: &App, area: Rect) {
+    let kw = app.km.help(app.readonly).iter().map(|(k, _)| k.chars().count()).max().unwrap_or(4);
+    let lines: Vec<Line> = app
+        .km
+        .help(app.readonly)
+        .into_iter()
+        .map(|(k, d)| {
+            Line::from(vec![
+                Span::styled(format!("{k:>kw$}  "), Style::default().add_modifier(Modifier::BOLD)),
+                Span::raw(d),
+            ])
+        })
+        .collect();
+    let h = lines.len() as u16 + 2;
+    popup(f, app, area, "keys (? or esc closes)", lines, 72, h);
+}
+
+fn draw_details(f: &mut Frame, app: &App, area: Rect) {
+    let Some(r) = app.selected_row() else { return };
+    let mut lines = vec![Line::from(Span::styled(
+        format!("{} · {} · {:.3}B · {} · {}", r.id, r.family, r.params_b, r.tag, r.state.as_str()),
+        app.theme.title(),
+    ))];
+    lines.extend(r.detail.iter().map(|d| Line::from(d.as_str())));
+    lines.push(Line::from(format!(
+        "estimate: ladder {:.1} h + encode {:.1} h = {:.1} h, ${:.2}, disk {:.0} GB {}",
+        r.estimate.ladder_h,
+        r.estimate.encode_h,
+        r.estimate.hours,
+        r.estimate.usd,
+        r.estimate.disk_gb,
+        r.estimate.flags.join("; ")
+    )));
+    let h = lines.len() as u16 + 4;
+    popup(f, app, area, "details (esc closes)", lines, area.width.saturating_sub(8), h);
+}
+
+/// Sort keys in the header use the Debug names; keep them short.
+impl std::fmt::Debug for SortKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SortKey::Queue => "queue",
+            SortKey::Params => "params",
+            SortKey::State => "state",
+            SortKey::Cost => "cost",
+        })
+    }
+}
