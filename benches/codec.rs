@@ -1,7 +1,7 @@
 //! `cargo bench --bench codec`: KAIJU1 codec speed and quality, printed as a markdown table.
 //! Single-threaded figures are per core. Set KAIJU_BENCH_QUICK=1 for a short run.
 
-use kaiju::codec::kaiju1::{self, EncodeOptions};
+use kaiju::codec::kaiju1::{self, EncodeOptions, Variant};
 use kaiju::codec::leech;
 use std::time::Instant;
 
@@ -38,10 +38,10 @@ fn main() {
         acc += leech::decode(y, w)[0] as i64;
     }
     println!("| Leech decode, weighted | {:.3} µs |", t.elapsed().as_secs_f64() * 1e6 / n as f64);
-    let idx: Vec<u64> = ys.iter().map(|y| leech::index_of(&leech::decode_unweighted(y))).collect();
+    let idx: Vec<u64> = ys.iter().map(|y| leech::index_of(&leech::decode_unweighted(y), 4)).collect();
     let t = Instant::now();
     for &i in &idx {
-        acc += leech::point_of(i)[0] as i64;
+        acc += leech::point_of(i, 4)[0] as i64;
     }
     println!("| index → point (dequant of 24 weights) | {:.3} µs |", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 
@@ -50,32 +50,30 @@ fn main() {
     let w: Vec<f32> = (0..cols * rows).map(|_| rng.gauss() * 0.02).collect();
     let ones = vec![1f32; cols];
     let imp: Vec<f32> = (0..cols).map(|_| (rng.gauss()).exp()).collect();
-    for search in [0u8, 1, 2] {
+    for (q, search) in [(4u32, 0u8), (4, 1), (4, 2), (5, 0), (6, 0)] {
+        let variant = Variant::new(q).unwrap();
         for (label, im) in [("plain", &ones), ("log-normal imatrix", &imp)] {
+            let opts = EncodeOptions { variant, search, ..Default::default() };
             let t = Instant::now();
-            let (bytes, st) = pool
-                .install(|| kaiju1::encode_tensor(&w, cols, |_| im, EncodeOptions { search, ..Default::default() }));
+            let (bytes, st) = pool.install(|| kaiju1::encode_tensor(&w, cols, |_| im, opts));
             let secs = t.elapsed().as_secs_f64();
             println!(
-                "| encode Gaussian 4096-wide, search {search}, {label} | {:.2} M weights/core-s, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
+                "| encode Gaussian 4096-wide, q={q} ({:.3} bpw), search {search}, {label} | {:.2} M weights/core-s, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
+                kaiju1::bpw(cols, variant),
                 w.len() as f64 / secs / 1e6,
                 st.sqnr_db(),
                 st.weighted_sqnr_db(),
                 st.decodes as f64 / (w.len() / 24) as f64
             );
-            if search == 1 && label == "plain" {
+            if search == 0 && label == "plain" {
                 let mut back = vec![0f32; w.len()];
                 let t = Instant::now();
-                pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back).unwrap());
-                println!(
-                    "| dequantize KAIJU1 | {:.2} M weights/core-s |",
-                    w.len() as f64 / t.elapsed().as_secs_f64() / 1e6
-                );
+                pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back, variant).unwrap());
+                println!("| dequantize KAIJU1 q={q} | {:.2} M weights/core-s |", w.len() as f64 / t.elapsed().as_secs_f64() / 1e6);
             }
         }
     }
-    println!("| bpw at 4096 columns (incl. scales) | {:.4} |", kaiju1::bpw(cols));
-    println!("| rate-distortion bound at 2.0 bpw (codebook) / 2.25 bpw | 12.04 dB / 13.55 dB |");
+    println!("| rate-distortion bound at the codebook rate q=4 / 5 / 6: 2.0 / 2.32 / 2.58 bpw | 12.04 / 13.97 / 15.56 dB |");
     println!("| reference: llama.cpp IQ2_XS on this machine | 2.3 M weights/core-s |");
     std::hint::black_box(acc);
 }

@@ -1,0 +1,48 @@
+//! `cargo bench --bench tui`: frame time of the control room for a 200-model zoo
+//! (TestBackend, 160×48 and 80×24), printed as a markdown table.
+
+use kaiju::backend::store::Probe;
+use kaiju::campaign::inventory::{Inventory, ModelInventory};
+use kaiju::campaign::markers::MarkerSet;
+use kaiju::campaign::qspec::GateKind;
+use kaiju::campaign::queue::Queue;
+use kaiju::campaign::zoo;
+use kaiju::config::CostConfig;
+use kaiju::tui::app::{App, Msg};
+use kaiju::tui::keymap::Keymap;
+use kaiju::tui::theme::Theme;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::time::Instant;
+
+fn main() {
+    let tags = ["AUTO-FEED", "READY-NOW", "EXTERNAL", "HOLD", "OUT-OF-SCOPE"];
+    let text: String =
+        (0..200).map(|i| format!("model-{i:03} params={}.5 family=llama hf=org/m{i} {}\n", i % 70 + 1, tags[i % 5])).collect();
+    let q = Queue::parse(std::path::Path::new("bench-queue.txt"), &text).unwrap();
+    let mut inv = Inventory::new();
+    for (i, e) in q.entries.iter().enumerate() {
+        let p = |k: usize| if (i + k) % 3 == 0 { Probe::Present { size: 1 } } else { Probe::Absent };
+        inv.insert(e.id.clone(), ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) });
+    }
+    let rows = zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default());
+    let mut app = App::new(Keymap::default(), Theme::load("dark", std::path::Path::new("themes")).unwrap(), CostConfig::default(), false, false, 60);
+    app.on_msg(Msg::Snapshot { rows, builds: vec![], at: 0.0 });
+    app.on_msg(Msg::Log { build: "b".into(), text: (0..2000).map(|i| format!("log line {i}\n")).collect() });
+    println!("| frame (200-model zoo) | mean | max |\n|---|---|---|");
+    for (w, h) in [(160u16, 48u16), (80, 24)] {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        let n = 300;
+        let mut max = 0f64;
+        let start = Instant::now();
+        for i in 0..n {
+            app.selected = i % 200;
+            let t0 = Instant::now();
+            t.draw(|f| kaiju::tui::ui::draw(f, &app)).unwrap();
+            max = max.max(t0.elapsed().as_secs_f64());
+        }
+        let mean = start.elapsed().as_secs_f64() / n as f64;
+        println!("| {w}×{h} | {:.3} ms | {:.3} ms |", mean * 1e3, max * 1e3);
+    }
+    println!("| target | < 5 ms | |");
+}

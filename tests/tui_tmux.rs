@@ -1,0 +1,75 @@
+//! One real-terminal run: tmux opens the control room on the demo zoo, holds a model,
+//! moves one, quits; then queue.txt is checked. (.ci/run installs tmux when missing.)
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn tmux(args: &[&str]) -> String {
+    let o = Command::new("tmux").args(args).output().expect("tmux runs");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn wait_for(session: &str, what: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let s = tmux(&["capture-pane", "-t", session, "-p"]);
+        if s.contains(what) {
+            return s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "screen never showed {what:?}:\n{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn hold_move_and_quit_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    std::fs::write(root.join("queue.txt"), include_str!("../assets/demo/queue.txt")).unwrap();
+    std::fs::create_dir_all(root.join("qspecs")).unwrap();
+    let session = format!("kaiju-test-{}", std::process::id());
+    let cmd = format!(
+        "{} --root {r} --queue {r}/queue.txt --qspecs {r}/qspecs --color never; echo EXITED $?; sleep 30",
+        common::bin().display(),
+        r = root.display()
+    );
+    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "40", &cmd]);
+    let guard = scopeguard(session.clone());
+    wait_for(&session, "smollm2-135m");
+    wait_for(&session, "NOT READY");
+    // hold the first model (smollm2-135m): h, then confirm
+    tmux(&["send-keys", "-t", &session, "h"]);
+    wait_for(&session, "hold smollm2-135m?");
+    tmux(&["send-keys", "-t", &session, "y"]);
+    wait_for(&session, "smollm2-135m: HOLD");
+    // move the last model (mamba-130m) up: G, K, y
+    tmux(&["send-keys", "-t", &session, "G"]);
+    tmux(&["send-keys", "-t", &session, "K"]);
+    wait_for(&session, "move mamba-130m up the queue?");
+    tmux(&["send-keys", "-t", &session, "y"]);
+    wait_for(&session, "mamba-130m: moved");
+    tmux(&["send-keys", "-t", &session, "q"]);
+    wait_for(&session, "EXITED 0");
+    drop(guard);
+    let q = std::fs::read_to_string(root.join("queue.txt")).unwrap();
+    let ids: Vec<&str> =
+        q.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(ids, ["smollm2-135m", "mamba-130m", "gemma-2-2b"]);
+    let smol = q.lines().find(|l| l.starts_with("smollm2-135m")).unwrap();
+    assert!(smol.contains(" HOLD ") && smol.contains("# hold (was AUTO-FEED): from the control room ¦ "), "{smol}");
+}
+
+struct Guard(String);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
+    }
+}
+fn scopeguard(s: String) -> Guard {
+    Guard(s)
+}
