@@ -69,11 +69,16 @@ fn main() {
                 let mut back = vec![0f32; w.len()];
                 let t = Instant::now();
                 pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back, variant).unwrap());
-                println!("| dequantize KAIJU1 q={q} | {:.2} M weights/core-s |", w.len() as f64 / t.elapsed().as_secs_f64() / 1e6);
+                println!(
+                    "| dequantize KAIJU1 q={q} | {:.2} M weights/core-s |",
+                    w.len() as f64 / t.elapsed().as_secs_f64() / 1e6
+                );
             }
         }
     }
-    println!("| rate-distortion bound at the codebook rate q=4 / 5 / 6: 2.0 / 2.32 / 2.58 bpw | 12.04 / 13.97 / 15.56 dB |");
+    println!(
+        "| rate-distortion bound at the codebook rate q=4 / 5 / 6: 2.0 / 2.32 / 2.58 bpw | 12.04 / 13.97 / 15.56 dB |"
+    );
     println!("| reference: llama.cpp IQ2_XS on this machine | 2.3 M weights/core-s |");
     std::hint::black_box(acc);
 }

@@ -17,16 +17,27 @@ use std::time::Instant;
 
 fn main() {
     let tags = ["AUTO-FEED", "READY-NOW", "EXTERNAL", "HOLD", "OUT-OF-SCOPE"];
-    let text: String =
-        (0..200).map(|i| format!("model-{i:03} params={}.5 family=llama hf=org/m{i} {}\n", i % 70 + 1, tags[i % 5])).collect();
+    let text: String = (0..200)
+        .map(|i| format!("model-{i:03} params={}.5 family=llama hf=org/m{i} {}\n", i % 70 + 1, tags[i % 5]))
+        .collect();
     let q = Queue::parse(std::path::Path::new("bench-queue.txt"), &text).unwrap();
     let mut inv = Inventory::new();
     for (i, e) in q.entries.iter().enumerate() {
-        let p = |k: usize| if (i + k) % 3 == 0 { Probe::Present { size: 1 } } else { Probe::Absent };
-        inv.insert(e.id.clone(), ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) });
+        let p = |k: usize| if (i + k).is_multiple_of(3) { Probe::Present { size: 1 } } else { Probe::Absent };
+        inv.insert(
+            e.id.clone(),
+            ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) },
+        );
     }
     let rows = zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default());
-    let mut app = App::new(Keymap::default(), Theme::load("dark", std::path::Path::new("themes")).unwrap(), CostConfig::default(), false, false, 60);
+    let mut app = App::new(
+        Keymap::default(),
+        Theme::load("dark", std::path::Path::new("themes")).unwrap(),
+        CostConfig::default(),
+        false,
+        false,
+        60,
+    );
     app.on_msg(Msg::Snapshot { rows, builds: vec![], at: 0.0 });
     app.on_msg(Msg::Log { build: "b".into(), text: (0..2000).map(|i| format!("log line {i}\n")).collect() });
     println!("| frame (200-model zoo) | mean | max |\n|---|---|---|");

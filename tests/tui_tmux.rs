@@ -57,8 +57,11 @@ fn hold_move_and_quit_in_a_real_terminal() {
     wait_for(&session, "EXITED 0");
     drop(guard);
     let q = std::fs::read_to_string(root.join("queue.txt")).unwrap();
-    let ids: Vec<&str> =
-        q.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.split_whitespace().next().unwrap()).collect();
+    let ids: Vec<&str> = q
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
     assert_eq!(ids, ["smollm2-135m", "mamba-130m", "gemma-2-2b"]);
     let smol = q.lines().find(|l| l.starts_with("smollm2-135m")).unwrap();
     assert!(smol.contains(" HOLD ") && smol.contains("# hold (was AUTO-FEED): from the control room ¦ "), "{smol}");

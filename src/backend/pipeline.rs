@@ -41,6 +41,9 @@ impl Ctx {
     }
 }
 
+/// A named build step.
+type Step = (&'static str, fn(&mut Ctx) -> Result<(), String>);
+
 /// `HH:MM:SS` UTC of a unix time (no date crate needed for a log prefix).
 pub fn chrono_like(t: f64) -> String {
     let s = t as u64 % 86_400;
@@ -74,7 +77,7 @@ pub fn run_build(dir: &Path) {
     let _ = builds::write_status(dir, &cx.info);
     let kind = cx.spec.kind;
     cx.line(&format!("build {} ({} for {}) starting", cx.info.id, kind.as_str(), cx.spec.model_id));
-    let steps: Vec<(&str, fn(&mut Ctx) -> Result<(), String>)> = match kind {
+    let steps: Vec<Step> = match kind {
         BuildKind::Encode => vec![
             ("fetch-f16", step_fetch_f16),
             ("fetch-r2", step_fetch_r2),

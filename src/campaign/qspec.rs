@@ -44,6 +44,7 @@ pub enum QSpecError {
 
 /// What a model's qspec amounts to.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per model, rarely cloned
 pub enum GateKind {
     Argmax(QSpec),
     Sentinel,

@@ -54,7 +54,7 @@ impl Variant {
 pub const LOAD: f32 = 2.8;
 
 /// Super-block scale headroom over the largest block estimate (lets that block coarsen).
-pub const HEADROOM: f32 = 1.414_213_5;
+pub const HEADROOM: f32 = std::f32::consts::SQRT_2;
 /// Importance floor (fraction of the block mean) used by the decoder so that coordinates
 /// of negligible importance stay near their value and the point stays inside the cell.
 pub const DECODE_FLOOR: f32 = 0.02;

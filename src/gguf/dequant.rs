@@ -170,7 +170,7 @@ pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(),
         }
         _ => {
             let (qk, bs, f) = block_fn(ty).ok_or_else(|| err("no dequantizer for this type".into()))?;
-            if n % qk != 0 {
+            if !n.is_multiple_of(qk) {
                 return Err(err(format!("{n} elements is not a multiple of the block size {qk}")));
             }
             check(src.len(), n / qk * bs).map_err(err)?;

@@ -273,7 +273,6 @@ impl Gguf {
                 )));
             }
         }
-        drop(c);
         Ok(Gguf { path, bytes: src, version, metadata, tensors, alignment, data_offset })
     }
 

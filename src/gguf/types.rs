@@ -99,7 +99,7 @@ impl TypeId {
             return Some(kaiju1::row_bytes(ne0 as usize, v) as u64);
         }
         let g = self.geometry()?;
-        if ne0 % g.block != 0 {
+        if !ne0.is_multiple_of(g.block) {
             return None;
         }
         (ne0 / g.block).checked_mul(g.bytes)
