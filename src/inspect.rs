@@ -40,13 +40,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
             im.datasets
         )?;
         if let Some(m) = model {
-            let g = Gguf::open(m)?;
-            let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-            let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
-            writeln!(s, "coverage of {}: {have}/{} matmul weights", m.display(), want.len())?;
-            for t in want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()) {
-                writeln!(s, "  missing: {}", t.name)?;
-            }
+            coverage(&mut s, &Gguf::open(m)?, &im, &m.display().to_string())?;
         }
         return Ok(s);
     }
@@ -100,10 +94,18 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
         )?;
     }
     if let Some(m) = model {
-        let im = Imatrix::load(m)?;
-        let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-        let have = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_some()).count();
-        writeln!(s, "imatrix {} covers {have}/{} matmul weights", m.display(), want.len())?;
+        coverage(&mut s, &g, &Imatrix::load(m)?, &format!("{} with imatrix {}", path.display(), m.display()))?;
     }
     Ok(s)
+}
+
+/// How many of the model's matmul weights the imatrix covers, and which it misses.
+fn coverage(s: &mut String, g: &Gguf, im: &Imatrix, what: &str) -> anyhow::Result<()> {
+    let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
+    let missing: Vec<_> = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()).collect();
+    writeln!(s, "imatrix coverage of {what}: {}/{} matmul weights", want.len() - missing.len(), want.len())?;
+    for t in missing {
+        writeln!(s, "  missing: {}", t.name)?;
+    }
+    Ok(())
 }

@@ -80,6 +80,25 @@ pub struct BuildInfo {
 }
 
 impl BuildInfo {
+    /// A freshly submitted build of `spec`.
+    pub fn queued(id: String, spec: &BuildSpec, create_time: f64) -> BuildInfo {
+        BuildInfo {
+            id,
+            kind: Some(spec.kind),
+            model_id: Some(spec.model_id.clone()),
+            status: BuildStatus::Queued,
+            substitutions: spec.substitutions.clone(),
+            tags: spec.tags.clone(),
+            create_time,
+            start_time: None,
+            finish_time: None,
+            step: None,
+            steps_done: vec![],
+            detail: None,
+            pid: None,
+        }
+    }
+
     /// Ours when it carries any of the campaign's keys (a build with only `_OUT_KEY` counts).
     pub fn is_ours(&self) -> bool {
         OUR_KEYS.iter().any(|k| self.substitutions.contains_key(*k))
@@ -207,21 +226,7 @@ impl BuildService for LocalBuilds {
         let id = self.new_id(&spec.model_id);
         let dir = self.dir.join(&id);
         std::fs::create_dir_all(&dir).map_err(|e| self.err(format!("{}: {e}", dir.display())))?;
-        let info = BuildInfo {
-            id: id.clone(),
-            kind: Some(spec.kind),
-            model_id: Some(spec.model_id.clone()),
-            status: BuildStatus::Queued,
-            substitutions: spec.substitutions.clone(),
-            tags: spec.tags.clone(),
-            create_time: now(),
-            start_time: None,
-            finish_time: None,
-            step: None,
-            steps_done: vec![],
-            detail: None,
-            pid: None,
-        };
+        let info = BuildInfo::queued(id.clone(), spec, now());
         let w =
             |p: &str, v: Vec<u8>| crate::fsutil::write_atomic(&dir.join(p), &v).map_err(|e| self.err(e.to_string()));
         w(SPEC_FILE, serde_json::to_vec_pretty(spec).expect("serializes"))?;

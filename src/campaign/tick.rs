@@ -209,21 +209,13 @@ mod tests {
     }
 
     fn build(subs: &[&str], status: BuildStatus) -> BuildInfo {
-        BuildInfo {
-            id: "b1".into(),
-            kind: Some(BuildKind::Encode),
-            model_id: None,
-            status,
+        let spec = crate::backend::builds::BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "a".into(),
             substitutions: subs.iter().map(|k| (k.to_string(), "x".to_string())).collect(),
             tags: vec![],
-            create_time: 0.0,
-            start_time: None,
-            finish_time: None,
-            step: None,
-            steps_done: vec![],
-            detail: None,
-            pid: None,
-        }
+        };
+        BuildInfo { id: "b1".into(), status, ..BuildInfo::queued("b1".into(), &spec, 0.0) }
     }
 
     fn none() -> MarkerSet {

@@ -27,20 +27,17 @@ fn code(c: KeyCode) -> KeyEvent {
 }
 
 pub fn building(id: &str, kind: BuildKind, step: &str) -> BuildInfo {
-    BuildInfo {
-        id: format!("b1-{id}"),
-        kind: Some(kind),
-        model_id: Some(id.into()),
-        status: BuildStatus::Working,
+    let spec = crate::backend::builds::BuildSpec {
+        kind,
+        model_id: id.into(),
         substitutions: [("_OUT_KEY".to_string(), format!("kaiju/{id}-kaiju1.knot"))].into_iter().collect(),
         tags: vec![],
-        create_time: NOW - 700.0,
+    };
+    BuildInfo {
+        status: BuildStatus::Working,
         start_time: Some(NOW - 650.0),
-        finish_time: None,
         step: Some(step.into()),
-        steps_done: vec![],
-        detail: None,
-        pid: None,
+        ..BuildInfo::queued(format!("b1-{id}"), &spec, NOW - 700.0)
     }
 }
 
