@@ -101,7 +101,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let s = c.snapshot()?;
-    let rows = zoo::rows(&s.queue.entries, &s.inventory, &s.builds, &s.markers, &c.cfg.cost);
+    let rows = s.rows(&c);
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -261,7 +261,7 @@ pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
         println!("tick {round}: {}", r.line());
         if r.all_done() {
             let s = c.snapshot()?;
-            print!("{}", zoo::table(&zoo::rows(&s.queue.entries, &s.inventory, &s.builds, &s.markers, &c.cfg.cost)));
+            print!("{}", zoo::table(&s.rows(&c)));
             println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
             for k in ["knot", "telemetry.json", "gate.log"] {
                 let p = c.cfg.r2_dir.join(format!("models/smollm2-135m-kaiju1.{k}"));

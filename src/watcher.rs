@@ -85,6 +85,24 @@ impl TickReport {
     }
 }
 
+impl Snapshot {
+    /// The zoo rows, with the gate result of every shipped model read from its gate log.
+    pub fn rows(&self, c: &Campaign) -> Vec<crate::campaign::zoo::ZooRow> {
+        let mut rows =
+            crate::campaign::zoo::rows(&self.queue.entries, &self.inventory, &self.builds, &self.markers, &c.cfg.cost);
+        for r in rows.iter_mut() {
+            if self.inventory.get(&r.id).is_some_and(|m| m.output.is_present()) {
+                let key = crate::backend::store::keys::kaiju_gate_log(&r.id);
+                if let Ok(b) = c.r2.get_range(&key, 0, 16 << 10) {
+                    r.gate_result =
+                        crate::campaign::zoo::gate_summary(&String::from_utf8_lossy(&b)).or(r.gate_result.take());
+                }
+            }
+        }
+        rows
+    }
+}
+
 impl Campaign {
     /// The embedded local default: directory buckets and local child-process builds.
     pub fn local(cfg: Config, runner: Runner) -> Campaign {

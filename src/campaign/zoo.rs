@@ -25,7 +25,28 @@ pub struct ZooRow {
     pub gate_ready: bool,
     pub estimate: Estimate,
     pub last_build: Option<String>,
+    /// e.g. "PASS argmax 7042", from the shipped gate log or the failed gate step
+    pub gate_result: Option<String>,
     pub detail: Vec<String>,
+}
+
+/// One-line summary of a gate log ("PASS argmax 7042 · ppl 29.36").
+pub fn gate_summary(log: &str) -> Option<String> {
+    let result = log.lines().find_map(|l| l.strip_prefix("result: "))?.trim().to_string();
+    let argmax = log.lines().find_map(|l| l.strip_prefix("argmax: ")).and_then(|l| l.split_whitespace().next());
+    let ppl = log
+        .lines()
+        .find(|l| l.starts_with("perplexity"))
+        .and_then(|l| l.split(": ").last())
+        .and_then(|v| v.split_whitespace().next());
+    let mut s = result;
+    if let Some(a) = argmax {
+        s += &format!(" argmax {a}");
+    }
+    if let Some(p) = ppl {
+        s += &format!(" · ppl {p}");
+    }
+    Some(s)
 }
 
 fn probe_line(name: &str, p: &Probe) -> String {
@@ -89,6 +110,10 @@ pub fn rows(
                 gate_ready: m.gate.is_gate(),
                 estimate: cost::estimate(e, needs_ladder, c),
                 last_build: lb.map(|b| format!("{} {}", b.id, b.status.as_str())),
+                gate_result: lb
+                    .and_then(|b| b.detail.as_deref())
+                    .and_then(|d| d.strip_prefix("step gate: "))
+                    .map(|d| format!("FAIL: {d}")),
                 detail,
             }
         })
@@ -97,8 +122,8 @@ pub fn rows(
 
 pub fn table(rows: &[ZooRow]) -> String {
     let mut s = format!(
-        "{:<22} {:>7} {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}\n",
-        "model", "params", "family", "state", "f16", "imat", "base", "gate", "hours", "cost $"
+        "{:<22} {:>7} {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
+        "model", "params", "family", "state", "f16", "imat", "base", "gate", "hours", "cost $", "gate result"
     );
     for r in rows {
         let g = if r.gate_ready {
@@ -109,7 +134,7 @@ pub fn table(rows: &[ZooRow]) -> String {
             "∅"
         };
         s += &format!(
-            "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8.1} {:>9.2}\n",
+            "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8.1} {:>9.2}  {}\n",
             r.id,
             r.params_b,
             r.family,
@@ -119,8 +144,21 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.base.glyph(),
             g,
             r.estimate.hours,
-            r.estimate.usd
+            r.estimate.usd,
+            r.gate_result.as_deref().unwrap_or("")
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_log_summary() {
+        let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
+        assert_eq!(gate_summary(log).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
+        assert_eq!(gate_summary("nothing"), None);
+    }
 }

@@ -11,7 +11,6 @@ pub mod ui;
 mod tests;
 
 use crate::campaign::queue::Queue;
-use crate::campaign::zoo;
 use crate::cli::exit;
 use crate::config::ConfigError;
 use crate::watcher::Campaign;
@@ -52,11 +51,7 @@ pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
 
 fn snapshot_msg(c: &Campaign) -> Msg {
     match c.snapshot() {
-        Ok(s) => Msg::Snapshot {
-            rows: zoo::rows(&s.queue.entries, &s.inventory, &s.builds, &s.markers, &c.cfg.cost),
-            builds: s.builds,
-            at: s.taken_at,
-        },
+        Ok(s) => Msg::Snapshot { rows: s.rows(c), builds: s.builds, at: s.taken_at },
         Err(e) => Msg::Error(e.to_string()),
     }
 }

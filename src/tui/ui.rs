@@ -118,7 +118,19 @@ fn draw_header(f: &mut Frame, app: &App, r: Rect) {
 fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
     let vis = app.visible();
     let header_cells: Vec<&str> = if wide {
-        vec!["model", "params", "family", "state", "f16", "imat", "base", "gate", "est h", "est $", "last build"]
+        vec![
+            "model",
+            "params",
+            "family",
+            "state",
+            "f16",
+            "imat",
+            "base",
+            "gate",
+            "est h",
+            "est $",
+            "gate result / last build",
+        ]
     } else {
         vec!["model", "params", "state", "f16", "im", "bs", "gt", "est h", "est $"]
     };
@@ -146,7 +158,12 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             cells.push(Cell::from(format!("{:.1}", z.estimate.hours)));
             cells.push(Cell::from(format!("{:.2}", z.estimate.usd)));
             if wide {
-                cells.push(Cell::from(z.last_build.clone().unwrap_or_default()).style(app.theme.role(app.theme.dim)));
+                let (text, st) = match &z.gate_result {
+                    Some(g) if g.starts_with("PASS") => (g.clone(), app.theme.role(app.theme.ok)),
+                    Some(g) => (g.clone(), app.theme.role(app.theme.bad)),
+                    None => (z.last_build.clone().unwrap_or_default(), app.theme.role(app.theme.dim)),
+                };
+                cells.push(Cell::from(text).style(st));
             }
             Row::new(cells)
         })
