@@ -262,14 +262,15 @@ fn encode_group(
         let best = if s0[b] > 0.0 && df > 0.0 {
             search_block(y, &hq[b], df, s0[b], r, opts.variant.q, st)
         } else {
-            (0.0, 15u8, 0u64)
+            (0.0, 15u8, 0u64, [0; N])
         };
         codes[b] = best.1;
         let ib = opts.variant.index_bytes();
         put_index(&mut idx_out[b * ib..], best.2, ib);
         // stats against the actual reconstruction
         let s = df * STEP[best.1 as usize];
-        let x = leech::point_of(best.2, opts.variant.q);
+        let x = best.3;
+        debug_assert_eq!(x, leech::point_of(best.2, opts.variant.q));
         for i in 0..N {
             let e = (y[i] - s * x[i] as f32) as f64;
             let hv = h[i] as f64;
@@ -303,25 +304,34 @@ fn try_code(y: &[f32; N], h: &[f32; N], hd: &[f32; N], df: f32, c: u8, st: &mut 
     Cand { lb, code: c, x }
 }
 
-/// True error, canonical index, and whether the point was already canonical.
-fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, q: u32, st: &mut ErrStats) -> (f32, u64, bool) {
+/// A block's choice: true weighted error, scale code, index and the canonical point.
+type Choice = (f32, u8, u64, leech::Point);
+
+/// The candidate's true choice, and whether its point was already canonical.
+fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, q: u32, st: &mut ErrStats) -> (Choice, bool) {
     let idx = leech::index_of(&c.x, q);
-    if leech::norm(&c.x) < leech::safe_norm(q) {
-        return (c.lb, idx, true);
+    let n = leech::norm(&c.x);
+    if n < leech::safe_norm(q) {
+        return ((c.lb, c.code, idx, c.x), true);
+    }
+    if n > 2 * leech::safe_norm(q) {
+        // beyond the covering radius of qΛ24 (|x|² = 16q²): certainly outside the cell, and
+        // its canonical point is far from y; not worth a decode
+        return ((f32::INFINITY, c.code, idx, c.x), false);
     }
     let xr = leech::point_of(idx, q);
     st.decodes += 1;
     if xr == c.x {
-        return (c.lb, idx, true);
+        return ((c.lb, c.code, idx, xr), true);
     }
     let s = df * STEP[c.code as usize];
-    ((0..N).map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2)).sum(), idx, false)
+    (((0..N).map(|i| h[i] * (y[i] - s * xr[i] as f32).powi(2)).sum(), c.code, idx, xr), false)
 }
 
 /// Choose the scale code and lattice point of one block: codes within `r` of the
 /// estimate, best by exact error; if every one overloads the Voronoi cell, coarser codes
 /// are tried until one fits.
-fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st: &mut ErrStats) -> (f32, u8, u64) {
+fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st: &mut ErrStats) -> Choice {
     let hmean = h.iter().sum::<f32>() / N as f32;
     let hd: [f32; N] = std::array::from_fn(|i| h[i] + DECODE_FLOOR * hmean);
     let c0 = (STEPS_PER_OCTAVE * (df / s0).log2()).round() as i32;
@@ -344,24 +354,24 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st
         }
     }
     cands.sort_by(|a, b| a.lb.total_cmp(&b.lb));
-    let mut best = (f32::INFINITY, 15u8, 0u64);
+    let mut best: Choice = (f32::INFINITY, 15, 0, [0; N]);
     let mut fits = false;
     for c in &cands {
         if c.lb >= best.0 {
             break;
         }
-        let (err, idx, ok) = realise(y, h, df, c, q, st);
-        if err < best.0 {
-            best = (err, c.code, idx);
+        let (ch, ok) = realise(y, h, df, c, q, st);
+        if ch.0 < best.0 {
+            best = ch;
             fits = ok;
         }
     }
     if !fits {
         for c in (0..lo).rev() {
             let cand = try_code(y, h, &hd, df, c as u8, st);
-            let (err, idx, ok) = realise(y, h, df, &cand, q, st);
-            if err < best.0 {
-                best = (err, cand.code, idx);
+            let (ch, ok) = realise(y, h, df, &cand, q, st);
+            if ch.0 < best.0 {
+                best = ch;
             }
             if ok {
                 break;
