@@ -191,3 +191,42 @@ mod tests {
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
     }
 }
+
+#[cfg(test)]
+mod cloudbuild_tests {
+    use super::QWEN25_7B_DEFAULTS;
+
+    /// `_KEY: value` lines of a cloudbuild file's `substitutions:` block.
+    fn substitutions(yaml: &str) -> Vec<(String, String)> {
+        yaml.lines()
+            .skip_while(|l| !l.starts_with("substitutions:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.trim().split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn encode_config_declares_exactly_the_mapping_with_qwen_defaults() {
+        let y = include_str!("../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let subs = substitutions(y);
+        assert_eq!(subs.len(), 16);
+        let want: Vec<(String, String)> =
+            QWEN25_7B_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(subs, want);
+        // every substitution used in a step is declared
+        for part in y.split("${_").skip(1) {
+            let key = format!("_{}", part.split('}').next().unwrap());
+            assert!(subs.iter().any(|(k, _)| *k == key), "{key} used but not declared");
+        }
+        assert!(y.contains("run the IQ-ladder first"));
+    }
+
+    #[test]
+    fn ladder_config_declares_the_feeder_keys() {
+        let y = include_str!("../../cloudbuild/cloudbuild-iq-ladder.yaml");
+        let keys: Vec<String> = substitutions(y).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["_MODEL_ID", "_HF_SOURCE", "_FAMILY", "_F16_URI", "_IMATRIX_URI"]);
+    }
+}

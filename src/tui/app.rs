@@ -106,7 +106,9 @@ pub struct App {
     pub log: LogPane,
     pub status: String,
     pub last_tick: Option<String>,
+    /// the program's own diagnostics (watcher notes, errors), bounded
     pub diag: VecDeque<String>,
+    pub show_diag: bool,
     pub dirty: bool,
     pub quit: bool,
     pub loaded: bool,
@@ -142,6 +144,7 @@ impl App {
             status: String::new(),
             last_tick: None,
             diag: VecDeque::new(),
+            show_diag: false,
             dirty: true,
             quit: false,
             loaded: false,
@@ -339,6 +342,10 @@ impl App {
                 self.log.timestamps = !self.log.timestamps;
                 vec![]
             }
+            Act::Diagnostics => {
+                self.show_diag = !self.show_diag;
+                vec![]
+            }
             Act::Submit | Act::Hold | Act::Requeue | Act::MoveUp | Act::MoveDown | Act::Cancel => {
                 let Some(r) = row else { return vec![] };
                 let id = r.id.clone();
@@ -398,6 +405,9 @@ impl App {
             Msg::Tick { line, notes, at } => {
                 for n in notes {
                     self.diag.push_back(n);
+                }
+                while self.diag.len() > 200 {
+                    self.diag.pop_front();
                 }
                 self.last_tick = Some(line.clone());
                 self.note(format!("tick: {line}"));

@@ -30,6 +30,7 @@ pub enum Act {
     Follow,
     Wrap,
     Timestamps,
+    Diagnostics,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +177,14 @@ impl Default for Keymap {
                 b(Follow, "follow", &[Key::ch('f')], "log: follow / pause", false, false),
                 b(Wrap, "wrap", &[Key::ch('w')], "log: wrap long lines", false, false),
                 b(Timestamps, "timestamps", &[Key::ch('T')], "log: show timestamps", false, false),
+                b(
+                    Diagnostics,
+                    "diagnostics",
+                    &[Key::ch('l')],
+                    "log pane: build log / the program's diagnostics",
+                    false,
+                    false,
+                ),
                 b(Help, "help", &[Key::ch('?')], "this help", false, true),
                 b(Quit, "quit", &[Key::ch('q'), Key::ctrl('c')], "quit", false, true),
             ],

@@ -217,6 +217,12 @@ fn watcher_and_log_keys() {
     assert!(a.log.wrap);
     a.on_key(key('T'));
     assert!(a.log.timestamps);
+    a.on_msg(Msg::Tick { line: "nothing to do".into(), notes: vec!["HOLD gemma-2-2b: skipped".into()], at: NOW });
+    a.on_key(key('l'));
+    assert!(a.show_diag);
+    assert!(render(&a, 80, 24).contains("HOLD gemma-2-2b: skipped"));
+    a.on_key(key('l'));
+    assert!(!a.show_diag);
     // selecting another model follows its build
     assert_eq!(a.on_key(key('j')), vec![Effect::Follow(Some("b1-qwen2.5-0.5b".into()))]);
     assert_eq!(a.on_key(key('q')), vec![Effect::Quit]);

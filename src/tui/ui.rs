@@ -261,6 +261,12 @@ fn draw_cost(f: &mut Frame, app: &App, r: Rect) {
 
 fn draw_log(f: &mut Frame, app: &App, r: Rect) {
     let inner_h = r.height.saturating_sub(2) as usize;
+    if app.show_diag {
+        let start = app.diag.len().saturating_sub(inner_h);
+        let lines: Vec<Line> = app.diag.iter().skip(start).map(|l| Line::from(l.as_str())).collect();
+        f.render_widget(Paragraph::new(lines).block(block(app, " diagnostics (l: back to the build log) ")), r);
+        return;
+    }
     let n = app.log.lines.len();
     let end = n.saturating_sub(app.log.scroll);
     let start = end.saturating_sub(inner_h);
