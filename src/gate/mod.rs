@@ -179,6 +179,11 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     let g = Gguf::open(&job.knot)?;
     let m = Model::load(&g, model::DEFAULT_DENSE_LIMIT)?;
     let load_seconds = t0.elapsed().as_secs_f64();
+    for t in std::iter::once(q.expect_token).chain(q.reject_token) {
+        if t as usize >= m.cfg.n_vocab {
+            return Err(model::ModelError::Token(t, m.cfg.n_vocab).into());
+        }
+    }
     let t1 = Instant::now();
     let logits = m.forward(&q.prompt_tokens, true)?;
     let forward_seconds = t1.elapsed().as_secs_f64();

@@ -18,6 +18,8 @@ pub enum ModelError {
     Arch { path: String, arch: String },
     #[error("token {0} is outside the vocabulary of {1} tokens")]
     Token(u32, usize),
+    #[error("no tokens to run the model on")]
+    Empty,
 }
 
 #[derive(Debug, Clone)]
@@ -273,6 +275,9 @@ impl<'a> Model<'a> {
     ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let t_n = tokens.len();
+        if t_n == 0 {
+            return Err(ModelError::Empty);
+        }
         let d = c.n_embd;
         let mut x = Vec::with_capacity(t_n * d);
         for &tok in tokens {

@@ -3,7 +3,7 @@
 //! directory and is fsynced and renamed into place by [`GgufWriter::finish`]; dropping an
 //! unfinished writer removes the temp file, so a failed run never leaves a half knot.
 
-use super::value::{Value, T_STR};
+use super::value::Value;
 use super::{align_up, GgufError, Result, TypeId, DEFAULT_ALIGNMENT};
 use crate::fsutil::TempFile;
 use std::io::Write;
@@ -56,7 +56,6 @@ pub fn encode_header(metadata: &[(String, Value)], plans: &[TensorPlan], alignme
     }
     let pad = align_up(out.len() as u64, alignment) as usize - out.len();
     out.resize(out.len() + pad, 0);
-    let _ = T_STR;
     out
 }
 
