@@ -243,3 +243,85 @@ impl Campaign {
         self.execute(&action, &snap)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CliOverrides, RawConfig};
+
+    fn campaign(dir: &std::path::Path) -> Campaign {
+        std::fs::write(
+            dir.join("queue.txt"),
+            "a params=1 family=llama hf=org/a AUTO-FEED\nb params=2 family=llama HOLD # why\n",
+        )
+        .unwrap();
+        let cfg = RawConfig::default()
+            .resolve(
+                &CliOverrides {
+                    root: Some(dir.to_path_buf()),
+                    queue: Some(dir.join("queue.txt")),
+                    qspecs: Some(dir.join("qspecs")),
+                    ..Default::default()
+                },
+                None,
+            )
+            .unwrap();
+        Campaign::local(cfg, Runner::Inline)
+    }
+
+    #[test]
+    fn a_held_lock_makes_the_tick_stand_down() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        let held = c.lock().unwrap().expect("first lock");
+        let r = c.tick(true).unwrap();
+        assert!(r.locked_out && r.submitted.is_none());
+        assert_eq!(r.line(), "nothing: another tick holds the lock");
+        drop(held);
+        let r = c.tick(false).unwrap();
+        assert!(!r.locked_out);
+        assert_eq!(r.line(), "dry run: would submit IQ-ladder feeder for a (org/a) (pass --submit to act)");
+        assert!(r.decision.notes.iter().any(|n| n.starts_with("HOLD b")));
+    }
+
+    #[test]
+    fn a_failed_feeder_is_not_resubmitted_and_requeue_retries() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        // no local copy of org/a: the inline feeder fails at locate-source
+        let r = c.tick(true).unwrap();
+        let id = r.submitted.clone().expect("feeder submitted");
+        let b = c.builds.get(&id).unwrap();
+        assert_eq!(b.status, crate::backend::builds::BuildStatus::Failure);
+        assert!(b.detail.unwrap().contains("no local copy of org/a"));
+        let r2 = c.tick(true).unwrap();
+        assert!(r2.submitted.is_none(), "{}", r2.line());
+        assert!(r2.decision.notes.iter().any(|n| n.contains("feeder was submitted")));
+        c.markers.clear("a").unwrap();
+        assert!(c.tick(true).unwrap().submitted.is_some());
+        // the log names the failing step
+        let log = c.builds.read_log(&id, 0).unwrap();
+        assert!(String::from_utf8_lossy(&log.data).contains("step locate-source: FAILED"));
+    }
+
+    #[test]
+    fn a_runner_that_vanished_is_reported_not_left_working() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        let spec = BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "a".into(),
+            substitutions: Default::default(),
+            tags: vec![],
+        };
+        let dir = c.cfg.builds_dir.join("b-dead");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut info = BuildInfo::queued("b-dead".into(), &spec, 1.0);
+        info.status = crate::backend::builds::BuildStatus::Working;
+        info.pid = Some(u32::MAX - 7); // no such process
+        crate::backend::builds::write_status(&dir, &info).unwrap();
+        let got = c.builds.get("b-dead").unwrap();
+        assert_eq!(got.status, crate::backend::builds::BuildStatus::InternalError);
+        assert!(c.builds.list(true).unwrap().is_empty());
+    }
+}
