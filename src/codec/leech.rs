@@ -11,7 +11,7 @@
 //! changes contains a zero-sum subset. Candidates whose unrepaired sum already reaches the
 //! best total are pruned (repairs only add). See docs/KAIJU1.md for the tie-breaking rules.
 
-use super::golay::{rep_pattern, HEXACODE};
+use super::golay::{gf4_mul, rep_pattern, HEXACODE};
 use std::sync::OnceLock;
 
 pub const N: usize = 24;
@@ -139,27 +139,41 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
                 continue;
             }
             let o = &opts[m][pi];
-            for (hi, h) in HEXACODE.iter().enumerate() {
-                let mut bsum = 0f32;
-                let mut par = 0u8;
-                for j in 0..6 {
-                    let op = &o[j][(h[j] & 3) as usize];
-                    bsum += op.cost;
-                    par ^= op.kq;
-                }
-                if bsum >= best_total {
-                    continue;
-                }
-                let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
-                let (total, changes) = if off == 0 {
-                    (bsum, [(6, 0), (6, 0)])
-                } else {
-                    let (fix, ch) = repair(o, h, off);
-                    (bsum + fix, ch)
-                };
-                if total < best_total {
-                    best_total = total;
-                    best = (m, pi, hi, changes);
+            let cost: [[f32; 4]; 6] = std::array::from_fn(|j| std::array::from_fn(|s| o[j][s].cost));
+            let kq: [[u8; 4]; 6] = std::array::from_fn(|j| std::array::from_fn(|s| o[j][s].kq));
+            // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c,
+            // and the sum runs over columns 0..5 in order as before, so results are unchanged
+            for a in 0..4usize {
+                for b in 0..4usize {
+                    let p01 = cost[0][a] + cost[1][b];
+                    let k01 = kq[0][a] ^ kq[1][b];
+                    let e1 = a ^ b;
+                    let e2 = (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize;
+                    let e3 = (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize;
+                    for c in 0..4usize {
+                        let bsum = p01 + cost[2][c] + cost[3][e1 ^ c] + cost[4][e2 ^ c] + cost[5][e3 ^ c];
+                        if bsum >= best_total {
+                            continue;
+                        }
+                        let par = k01 ^ kq[2][c] ^ kq[3][e1 ^ c] ^ kq[4][e2 ^ c] ^ kq[5][e3 ^ c];
+                        let hi = a * 16 + b * 4 + c;
+                        let h = &HEXACODE[hi];
+                        debug_assert_eq!(
+                            *h,
+                            [a as u8, b as u8, c as u8, (e1 ^ c) as u8, (e2 ^ c) as u8, (e3 ^ c) as u8]
+                        );
+                        let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
+                        let (total, changes) = if off == 0 {
+                            (bsum, [(6, 0), (6, 0)])
+                        } else {
+                            let (fix, ch) = repair(o, h, off);
+                            (bsum + fix, ch)
+                        };
+                        if total < best_total {
+                            best_total = total;
+                            best = (m, pi, hi, changes);
+                        }
+                    }
                 }
             }
         }
