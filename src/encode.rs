@@ -146,7 +146,7 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
                 let Some(e) = im.entries.get(&bt.name) else {
                     continue;
                 };
-                if im.for_tensor(&bt.name, ft.ne0() as usize).is_none() {
+                let Some(fitted) = im.for_tensor(&bt.name, ft.ne0() as usize) else {
                     problems.push(format!(
                         "{}: imatrix has {} values ({} columns × {} matrices) but the tensor has {} columns",
                         bt.name,
@@ -156,9 +156,9 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
                         ft.ne0()
                     ));
                     continue;
-                }
+                };
                 let n_mat = if ft.dims.len() >= 3 { ft.dims[2] as usize } else { 1 };
-                let got = im.for_tensor(&bt.name, ft.ne0() as usize).map(|e| e.n_mat).unwrap_or(0);
+                let got = fitted.n_mat;
                 if got != n_mat && got != 1 {
                     problems.push(format!("{}: imatrix covers {got} experts, tensor has {n_mat}", bt.name));
                     continue;

@@ -231,14 +231,10 @@ impl Campaign {
         if !m.unknowns().is_empty() {
             return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
         }
-        let action = if m.ready() {
-            Action::SubmitEncode { id: id.into() }
-        } else if m.f16.is_absent() || m.imatrix.is_absent() {
-            let hf =
-                e.hf_source.clone().ok_or_else(|| WatchError::Other(format!("{id}: no HF source to feed from")))?;
-            Action::SubmitFeeder { id: id.into(), hf_source: hf }
-        } else {
-            return Err(WatchError::Other(format!("{id}: nothing to submit: {}", m.missing().join(", "))));
+        let action = match tick::next_build(e, m) {
+            tick::Next::Encode => Action::SubmitEncode { id: id.into() },
+            tick::Next::Feed(hf) => Action::SubmitFeeder { id: id.into(), hf_source: hf },
+            tick::Next::Blocked(why) => return Err(WatchError::Other(format!("{id}: nothing to submit: {why}"))),
         };
         self.execute(&action, &snap)
     }

@@ -13,7 +13,7 @@
 //!    `.feeder` marker → feeder FAILED (not resubmitted), skip · anything else → skip with why;
 //! 3. no action and every model but HOLD / OUT-OF-SCOPE is done → ALL DONE (exit 11).
 
-use super::inventory::Inventory;
+use super::inventory::{Inventory, ModelInventory};
 use super::markers::MarkerSet;
 use super::queue::{Entry, Tag};
 use crate::backend::builds::BuildInfo;
@@ -66,6 +66,27 @@ impl Decision {
             (Outcome::AllDone, _) => "nothing: every non-HOLD model is done".into(),
             _ => "nothing to do".into(),
         }
+    }
+}
+
+/// The build a model needs next, judged by its prerequisites alone (tags, markers and
+/// in-flight builds aside). Shared by the tick and the control room's "submit now".
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Encode,
+    Feed(String),
+    Blocked(String),
+}
+
+pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
+    if m.ready() {
+        return Next::Encode;
+    }
+    let missing = m.missing().join(", ");
+    match (&e.hf_source, m.f16.is_absent() || m.imatrix.is_absent()) {
+        (Some(hf), true) => Next::Feed(hf.clone()),
+        (None, true) => Next::Blocked(format!("{missing} missing and no HF source to feed from")),
+        (_, false) => Next::Blocked(format!("not ready: {missing}")),
     }
 }
 
@@ -123,30 +144,28 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
                 .push(format!("skip {id}: encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)"));
             continue;
         }
-        if m.ready() {
+        let next = next_build(e, m);
+        if next == Next::Encode {
             return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
         }
         if e.tag == Tag::External {
             notes.push(format!("skip {id}: EXTERNAL, waiting for {}", m.missing().join(", ")));
             continue;
         }
-        let needs_feed = m.f16.is_absent() || m.imatrix.is_absent();
-        match (&e.hf_source, needs_feed) {
-            (Some(hf), true) if !markers.feeder.contains(id) => {
+        match next {
+            Next::Feed(hf) if !markers.feeder.contains(id) => {
                 return Decision {
-                    action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf.clone() }),
+                    action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
                     outcome: Outcome::Act,
                     notes,
                 };
             }
-            (Some(_), true) => notes.push(format!(
+            Next::Feed(_) => notes.push(format!(
                 "skip {id}: feeder was submitted but {} still missing (FAILED; requeue to retry)",
                 m.missing().join(", ")
             )),
-            (None, true) => {
-                notes.push(format!("skip {id}: {} missing and no HF source to feed from", m.missing().join(", ")))
-            }
-            (_, false) => notes.push(format!("skip {id}: not ready: {}", m.missing().join(", "))),
+            Next::Blocked(why) => notes.push(format!("skip {id}: {why}")),
+            Next::Encode => unreachable!("handled above"),
         }
     }
     let all_done = queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, &e.id));

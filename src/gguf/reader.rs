@@ -309,8 +309,4 @@ impl Gguf {
     pub fn file_len(&self) -> u64 {
         self.bytes.bytes().len() as u64
     }
-
-    pub fn all_bytes(&self) -> &[u8] {
-        self.bytes.bytes()
-    }
 }

@@ -105,18 +105,6 @@ impl Value {
         }
     }
 
-    /// Serialized size in bytes (value only, without the type tag).
-    pub fn encoded_len(&self) -> u64 {
-        match self {
-            Value::U8(_) | Value::I8(_) | Value::Bool(_) => 1,
-            Value::U16(_) | Value::I16(_) => 2,
-            Value::U32(_) | Value::I32(_) | Value::F32(_) => 4,
-            Value::U64(_) | Value::I64(_) | Value::F64(_) => 8,
-            Value::Str(b) => 8 + b.len() as u64,
-            Value::Array(_, items) => 12 + items.iter().map(|v| v.encoded_len()).sum::<u64>(),
-        }
-    }
-
     pub fn write_to(&self, out: &mut Vec<u8>) {
         match self {
             Value::U8(v) => out.push(*v),

@@ -186,12 +186,17 @@ impl App {
         self.builds.iter().find(|b| b.model().as_deref() == Some(id.as_str())).map(|b| b.id.clone())
     }
 
-    fn note(&mut self, s: String) {
-        self.status = s.clone();
+    /// Append to the bounded diagnostics ring.
+    fn push_diag(&mut self, s: String) {
         self.diag.push_back(s);
         while self.diag.len() > 200 {
             self.diag.pop_front();
         }
+    }
+
+    fn note(&mut self, s: String) {
+        self.status = s.clone();
+        self.push_diag(s);
     }
 
     fn clamp(&mut self) {
@@ -404,10 +409,7 @@ impl App {
             }
             Msg::Tick { line, notes, at } => {
                 for n in notes {
-                    self.diag.push_back(n);
-                }
-                while self.diag.len() > 200 {
-                    self.diag.pop_front();
+                    self.push_diag(n);
                 }
                 self.last_tick = Some(line.clone());
                 self.note(format!("tick: {line}"));

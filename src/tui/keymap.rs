@@ -213,14 +213,6 @@ impl Keymap {
         self.bindings.iter().find(|b| b.keys.iter().any(|k| k.matches(ev))).map(|b| b.act)
     }
 
-    pub fn binding(&self, act: Act) -> &Binding {
-        self.bindings.iter().find(|b| b.act == act).expect("every action has a binding")
-    }
-
-    pub fn keys_of(&self, act: Act) -> String {
-        self.binding(act).keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join("/")
-    }
-
     /// `(keys, description)` rows for the help overlay.
     pub fn help(&self, readonly: bool) -> Vec<(String, String)> {
         self.bindings
