@@ -53,10 +53,8 @@ fn runner() -> Runner {
 pub fn campaign(cfg: Config) -> anyhow::Result<Campaign> {
     match cfg.backend.as_str() {
         "local" => Ok(Campaign::local(cfg, runner())),
-        other => Err(ConfigError::Invalid(format!(
-            "backend = {other:?}: the cloud backends (GCS, R2, Cloud Build) are not built into this version; use \"local\""
-        ))
-        .into()),
+        "cloud" => Ok(Campaign::cloud(cfg)?),
+        other => Err(ConfigError::Invalid(format!("backend = {other:?}: expected \"local\" or \"cloud\"")).into()),
     }
 }
 

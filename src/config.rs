@@ -76,6 +76,74 @@ pub struct RawTui {
     pub keys: std::collections::BTreeMap<String, Vec<String>>,
 }
 
+/// `[cloud]`: where the real backends live. Only read when `backend = "cloud"`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawCloud {
+    /// Google Cloud project that runs the builds
+    pub project: Option<String>,
+    /// Cloud Build region (regional endpoint `locations/<region>`)
+    pub region: Option<String>,
+    /// GCS bucket the builds write their `log-<ID>.txt` to (the build's `logsBucket`)
+    pub logs_bucket: Option<String>,
+    /// service-account JSON; else application default credentials / metadata server
+    pub credentials: Option<PathBuf>,
+    /// GCS JSON API endpoint (an emulator: no credentials are sent to it)
+    pub gcs_endpoint: Option<String>,
+    pub cloudbuild_endpoint: Option<String>,
+    pub r2_access_key_id: Option<String>,
+    pub r2_secret_access_key: Option<String>,
+    /// the two build configs (default: the copies built into the binary)
+    pub encode_config: Option<PathBuf>,
+    pub feeder_config: Option<PathBuf>,
+    /// deadline of one metadata call (head, list, get, submit), seconds
+    pub timeout_s: Option<u64>,
+    /// attempts per call on 429 / 5xx / connection errors
+    pub attempts: Option<u32>,
+    /// multipart part size for R2 uploads, MiB (S3's minimum is 5)
+    pub part_mib: Option<u64>,
+}
+
+/// A credential: printed as `***` by Debug and never part of an error message.
+#[derive(Clone, PartialEq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "Secret(<unset>)" } else { "Secret(***)" })
+    }
+}
+
+/// The resolved `[cloud]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudConfig {
+    pub project: String,
+    pub region: String,
+    pub logs_bucket: String,
+    pub credentials: Option<PathBuf>,
+    pub gcs_endpoint: Option<String>,
+    pub cloudbuild_endpoint: String,
+    pub r2_access_key_id: Secret,
+    pub r2_secret_access_key: Secret,
+    pub encode_config: Option<PathBuf>,
+    pub feeder_config: Option<PathBuf>,
+    pub timeout_s: u64,
+    pub attempts: u32,
+    pub part_mib: u64,
+}
+
 /// The file as written (everything optional).
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -91,6 +159,7 @@ pub struct RawConfig {
     pub search: Option<u8>,
     pub ppl_max: Option<f64>,
     pub local: RawLocal,
+    pub cloud: RawCloud,
     pub cost: Option<CostConfig>,
     pub tui: RawTui,
 }
@@ -114,6 +183,7 @@ pub struct Config {
     pub hf_dir: PathBuf,
     pub state_dir: PathBuf,
     pub calib_text: Option<PathBuf>,
+    pub cloud: CloudConfig,
     pub cost: CostConfig,
     pub theme: String,
     pub tick_interval_s: u64,
@@ -161,6 +231,13 @@ impl RawConfig {
                 "KAIJU_R2_BUCKET" => self.r2_bucket = Some(v.clone()),
                 "KAIJU_R2_ENDPOINT" => self.r2_endpoint = Some(v.clone()),
                 "KAIJU_THEME" => self.tui.theme = Some(v.clone()),
+                "KAIJU_GCP_PROJECT" => self.cloud.project = Some(v.clone()),
+                "KAIJU_GCP_REGION" => self.cloud.region = Some(v.clone()),
+                "KAIJU_LOGS_BUCKET" => self.cloud.logs_bucket = Some(v.clone()),
+                "KAIJU_GCS_ENDPOINT" => self.cloud.gcs_endpoint = Some(v.clone()),
+                "KAIJU_CLOUDBUILD_ENDPOINT" => self.cloud.cloudbuild_endpoint = Some(v.clone()),
+                "KAIJU_R2_ACCESS_KEY_ID" => self.cloud.r2_access_key_id = Some(v.clone()),
+                "KAIJU_R2_SECRET_ACCESS_KEY" => self.cloud.r2_secret_access_key = Some(v.clone()),
                 "KAIJU_SUBMIT" => {
                     self.submit = Some(match v.as_str() {
                         "1" | "true" | "yes" => true,
@@ -184,6 +261,7 @@ impl RawConfig {
         if cost.parallel == 0 {
             return Err(ConfigError::Invalid("cost.parallel = 0: expected at least 1".into()));
         }
+        let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
         let color = cli.color.clone().or(self.tui.color).unwrap_or_else(|| "auto".into());
@@ -206,6 +284,7 @@ impl RawConfig {
             hf_dir: under(l.hf_dir, "hf"),
             state_dir: under(l.state_dir, "state"),
             calib_text: l.calib_text,
+            cloud,
             cost,
             theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
             tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
@@ -215,6 +294,46 @@ impl RawConfig {
             source,
         })
     }
+}
+
+/// Resolve `[cloud]`; with `backend = "cloud"` every value the backends need must be set.
+fn resolve_cloud(c: RawCloud, required: bool, r2_endpoint: Option<&str>) -> Result<CloudConfig, ConfigError> {
+    if required {
+        let missing: Vec<&str> = [
+            ("cloud.project (or KAIJU_GCP_PROJECT)", c.project.is_none()),
+            ("cloud.logs_bucket (or KAIJU_LOGS_BUCKET)", c.logs_bucket.is_none()),
+            ("r2_endpoint (or KAIJU_R2_ENDPOINT)", r2_endpoint.is_none_or(str::is_empty)),
+            ("cloud.r2_access_key_id (or KAIJU_R2_ACCESS_KEY_ID)", c.r2_access_key_id.is_none()),
+            ("cloud.r2_secret_access_key (or KAIJU_R2_SECRET_ACCESS_KEY)", c.r2_secret_access_key.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(k, miss)| miss.then_some(k))
+        .collect();
+        if !missing.is_empty() {
+            return Err(ConfigError::Invalid(format!("backend = \"cloud\" needs {}", missing.join(", "))));
+        }
+    }
+    let part_mib = c.part_mib.unwrap_or(64);
+    if part_mib < 5 {
+        return Err(ConfigError::Invalid(format!(
+            "cloud.part_mib = {part_mib}: expected at least 5 (S3's minimum part)"
+        )));
+    }
+    Ok(CloudConfig {
+        project: c.project.unwrap_or_default(),
+        region: c.region.unwrap_or_else(|| "us-central1".into()),
+        logs_bucket: c.logs_bucket.unwrap_or_default(),
+        credentials: c.credentials,
+        gcs_endpoint: c.gcs_endpoint,
+        cloudbuild_endpoint: c.cloudbuild_endpoint.unwrap_or_else(|| "https://cloudbuild.googleapis.com".into()),
+        r2_access_key_id: Secret::new(c.r2_access_key_id.unwrap_or_default()),
+        r2_secret_access_key: Secret::new(c.r2_secret_access_key.unwrap_or_default()),
+        encode_config: c.encode_config,
+        feeder_config: c.feeder_config,
+        timeout_s: c.timeout_s.unwrap_or(60).max(1),
+        attempts: c.attempts.unwrap_or(5).max(1),
+        part_mib,
+    })
 }
 
 impl Config {
@@ -273,5 +392,31 @@ mod tests {
         assert!(e.contains("KAIJU_SUBMIT") && e.contains("maybe"), "{e}");
         let raw = RawConfig::parse(Path::new("c.toml"), "backend = \"aws\"\n").unwrap();
         assert!(raw.resolve(&CliOverrides::default(), None).unwrap_err().to_string().contains("aws"));
+    }
+
+    #[test]
+    fn cloud_backend_names_what_is_missing_and_hides_secrets() {
+        let raw = RawConfig::parse(Path::new("c.toml"), "backend = \"cloud\"\n[cloud]\nproject = \"p\"\n").unwrap();
+        let e = raw.resolve(&CliOverrides::default(), None).unwrap_err().to_string();
+        assert!(
+            e.contains("cloud.logs_bucket") && e.contains("r2_endpoint") && e.contains("r2_secret_access_key"),
+            "{e}"
+        );
+        assert!(!e.contains("cloud.project"), "{e}");
+        let mut raw = RawConfig::parse(
+            Path::new("c.toml"),
+            "backend = \"cloud\"\nr2_endpoint = \"http://r2\"\n[cloud]\nproject = \"p\"\nlogs_bucket = \"l\"\n",
+        )
+        .unwrap();
+        raw.apply_env(&[
+            ("KAIJU_R2_ACCESS_KEY_ID".into(), "AKIDSECRETID".into()),
+            ("KAIJU_R2_SECRET_ACCESS_KEY".into(), "s3cr3t-value".into()),
+        ])
+        .unwrap();
+        let c = raw.resolve(&CliOverrides::default(), None).unwrap();
+        assert_eq!(c.cloud.r2_secret_access_key.expose(), "s3cr3t-value");
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("s3cr3t-value") && !dbg.contains("AKIDSECRETID"), "{dbg}");
+        assert_eq!(c.cloud.region, "us-central1");
     }
 }

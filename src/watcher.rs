@@ -121,6 +121,18 @@ impl Campaign {
         }
     }
 
+    /// The real thing: GCS, R2 and Cloud Build (credentials are discovered once, here).
+    pub fn cloud(cfg: Config) -> Result<Campaign, crate::backend::builds::BuildError> {
+        let b = crate::backend::cloud::connect(&cfg)?;
+        Ok(Campaign {
+            gcs: b.gcs,
+            r2: b.r2,
+            builds: b.builds,
+            markers: Markers::new(cfg.state_dir.join("markers")),
+            cfg,
+        })
+    }
+
     pub fn load_queue(&self) -> Result<Queue, WatchError> {
         Ok(Queue::load(&self.cfg.queue)?)
     }

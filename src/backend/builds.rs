@@ -32,11 +32,17 @@ pub enum BuildStatus {
     InternalError,
     Timeout,
     Cancelled,
+    /// Cloud Build: queued longer than the build's queueTtl
+    Expired,
 }
 
 impl BuildStatus {
     pub fn is_ongoing(self) -> bool {
         matches!(self, BuildStatus::Queued | BuildStatus::Working)
+    }
+    /// Finished without success.
+    pub fn is_failed(self) -> bool {
+        !self.is_ongoing() && self != BuildStatus::Success
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -47,6 +53,7 @@ impl BuildStatus {
             BuildStatus::InternalError => "INTERNAL_ERROR",
             BuildStatus::Timeout => "TIMEOUT",
             BuildStatus::Cancelled => "CANCELLED",
+            BuildStatus::Expired => "EXPIRED",
         }
     }
 }

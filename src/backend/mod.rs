@@ -1,7 +1,8 @@
 //! Storage and build backends behind traits. The embedded local default keeps both
 //! "buckets" as directories and runs builds as local child processes; the cloud backends
-//! (GCS, R2, Cloud Build) implement the same traits.
+//! ([`cloud`]: GCS, R2, Cloud Build) implement the same traits.
 
 pub mod builds;
+pub mod cloud;
 pub mod pipeline;
 pub mod store;

@@ -39,15 +39,29 @@ pub enum StoreError {
 pub struct ObjectMeta {
     pub key: String,
     pub size: u64,
+    /// the store's version tag of the content (GCS/S3 ETag; size+mtime for a directory)
+    pub etag: Option<String>,
 }
 
 pub trait ObjectStore: Send + Sync {
     /// e.g. `local:/path` or `gs://bucket`.
     fn describe(&self) -> String;
-    fn head(&self, key: &str) -> Probe;
+    /// One object's metadata; `Ok(None)` only when the store says it does not exist.
+    fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError>;
+    /// Existence for the probe: any error is UNKNOWN, never ABSENT.
+    fn head(&self, key: &str) -> Probe {
+        match self.stat(key) {
+            Ok(Some(m)) => Probe::Present { size: m.size },
+            Ok(None) => Probe::Absent,
+            Err(e) => Probe::Unknown(e.to_string()),
+        }
+    }
+    /// Stream the whole object into `dest` (atomically); returns its size.
     fn get_to_file(&self, key: &str, dest: &Path) -> Result<u64, StoreError>;
+    /// Up to `len` bytes from `start`; empty when `start` is at or past the end.
     fn get_range(&self, key: &str, start: u64, len: u64) -> Result<Vec<u8>, StoreError>;
     fn put_file(&self, key: &str, src: &Path) -> Result<(), StoreError>;
+    /// Every object whose key starts with `prefix`, sorted by key.
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
 }
 
@@ -78,16 +92,13 @@ impl ObjectStore for LocalStore {
         format!("local:{}", self.root.display())
     }
 
-    fn head(&self, key: &str) -> Probe {
-        let p = match self.path(key) {
-            Ok(p) => p,
-            Err(e) => return Probe::Unknown(e.to_string()),
-        };
+    fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
+        let p = self.path(key)?;
         match std::fs::metadata(&p) {
-            Ok(m) if m.is_file() => Probe::Present { size: m.len() },
-            Ok(_) => Probe::Unknown(format!("{}: not a regular file", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Probe::Absent,
-            Err(e) => Probe::Unknown(format!("{}: {e}", p.display())),
+            Ok(m) if m.is_file() => Ok(Some(local_meta(key, &m))),
+            Ok(_) => Err(self.err(key, format!("{}: not a regular file", p.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.err(key, format!("{}: {e}", p.display()))),
         }
     }
 
@@ -148,7 +159,8 @@ impl ObjectStore for LocalStore {
                 } else if let Ok(rel) = p.strip_prefix(&self.root) {
                     let key = rel.to_string_lossy().replace('\\', "/");
                     if key.starts_with(prefix) {
-                        out.push(ObjectMeta { key, size: ent.metadata().map(|m| m.len()).unwrap_or(0) });
+                        let m = ent.metadata().map_err(|e| self.err(&key, e.to_string()))?;
+                        out.push(local_meta(&key, &m));
                     }
                 }
             }
@@ -156,6 +168,11 @@ impl ObjectStore for LocalStore {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
+}
+
+fn local_meta(key: &str, m: &std::fs::Metadata) -> ObjectMeta {
+    let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos());
+    ObjectMeta { key: key.into(), size: m.len(), etag: mtime.map(|t| format!("{t:x}-{:x}", m.len())) }
 }
 
 /// Object keys of the campaign.
@@ -196,7 +213,12 @@ mod tests {
         assert_eq!(s.get_range("models/a.knot", 6, 100).unwrap(), b"world");
         let dst = d.path().join("out/x");
         assert_eq!(s.get_to_file("models/a.knot", &dst).unwrap(), 11);
-        assert_eq!(s.list("models/").unwrap(), vec![ObjectMeta { key: "models/a.knot".into(), size: 11 }]);
+        let listed = s.list("models/").unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].key.as_str(), listed[0].size), ("models/a.knot", 11));
+        assert_eq!(s.stat("models/a.knot").unwrap(), Some(listed[0].clone()));
+        assert!(listed[0].etag.is_some());
+        assert!(s.get_range("models/a.knot", 11, 10).unwrap().is_empty());
         assert!(matches!(s.head("../etc/passwd"), Probe::Unknown(_)));
     }
 

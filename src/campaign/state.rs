@@ -4,7 +4,7 @@
 use super::inventory::ModelInventory;
 use super::markers::MarkerSet;
 use super::queue::{Entry, Tag};
-use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus};
+use crate::backend::builds::{BuildInfo, BuildKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum ModelState {
@@ -66,12 +66,7 @@ pub fn state_of(e: &Entry, inv: Option<&ModelInventory>, builds: &[BuildInfo], m
     if !m.unknowns().is_empty() {
         return ModelState::Unknown;
     }
-    let failed_build = latest_build(&e.id, builds).is_some_and(|b| {
-        matches!(
-            b.status,
-            BuildStatus::Failure | BuildStatus::InternalError | BuildStatus::Timeout | BuildStatus::Cancelled
-        )
-    });
+    let failed_build = latest_build(&e.id, builds).is_some_and(|b| b.status.is_failed());
     if markers.done.contains(&e.id) || (failed_build && markers.feeder.contains(&e.id) && !m.ready()) {
         return ModelState::Failed;
     }

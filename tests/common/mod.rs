@@ -2,6 +2,8 @@
 //! script into .cache/models, sha256-checked) and its f16 conversion.
 #![allow(dead_code)]
 
+pub mod cloud;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
