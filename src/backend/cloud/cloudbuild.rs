@@ -149,6 +149,16 @@ impl std::fmt::Display for HttpFail {
     }
 }
 
+/// One REST request. `idempotent` is false for create: a 5xx or a missed deadline there may
+/// mean the build exists, so only a refused connection or a 429 is retried.
+struct Call<'a> {
+    method: reqwest::Method,
+    url: &'a str,
+    query: &'a [(&'a str, String)],
+    body: Option<&'a Value>,
+    idempotent: bool,
+}
+
 pub struct CloudBuilds {
     ctx: Arc<Ctx>,
     base: String,
@@ -196,23 +206,16 @@ impl CloudBuilds {
         BuildError::Service { service: self.describe(), msg: self.ctx.redactor.clean(msg) }
     }
 
-    /// One request: auth header, JSON in and out, a deadline per attempt. `retry_5xx` is off
-    /// for calls that are not idempotent (create): a 5xx or a missed deadline there may mean
-    /// the build exists, and the next tick's list will find it.
-    async fn once(
-        &self,
-        method: reqwest::Method,
-        url: &str,
-        query: &[(&str, String)],
-        body: Option<&Value>,
-        retry_5xx: bool,
-    ) -> Result<Value, HttpFail> {
+    /// One attempt: auth header, JSON in and out, a deadline. A failed create that may have
+    /// reached the server is not transient: the next tick's list will find the build.
+    async fn once(&self, c: &Call<'_>) -> Result<Value, HttpFail> {
+        let retry_5xx = c.idempotent;
         let fail = |status: Option<u16>, msg: String, transient: bool| HttpFail { status, msg, transient };
-        let mut rq = self.ctx.http.request(method, url).query(query);
+        let mut rq = self.ctx.http.request(c.method.clone(), c.url).query(c.query);
         if let Some(h) = self.ctx.auth.header().await.map_err(|m| fail(None, m, true))? {
             rq = rq.header(reqwest::header::AUTHORIZATION, h);
         }
-        if let Some(b) = body {
+        if let Some(b) = c.body {
             rq = rq.json(b);
         }
         let sent = tokio::time::timeout(self.ctx.retry.deadline, async {
@@ -246,33 +249,25 @@ impl CloudBuilds {
         Err(fail(Some(code), format!("HTTP {code}: {why}"), transient))
     }
 
-    fn call(
-        &self,
-        method: reqwest::Method,
-        url: &str,
-        query: &[(&str, String)],
-        body: Option<&Value>,
-        retry_5xx: bool,
-    ) -> Result<Value, CallError<HttpFail>> {
+    fn call(&self, c: Call<'_>) -> Result<Value, CallError<HttpFail>> {
         // each attempt bounds itself (`once`); this outer deadline never fires first
         let policy = super::RetryPolicy {
             deadline: self.ctx.retry.deadline * 2 + Duration::from_secs(5),
             ..self.ctx.retry.clone()
         };
-        self.ctx.bridge.run(with_retries(
-            &policy,
-            || self.once(method.clone(), url, query, body, retry_5xx),
-            |f: &HttpFail| f.transient,
-        ))
+        self.ctx.bridge.run(with_retries(&policy, || self.once(&c), |f: &HttpFail| f.transient))
     }
 
     fn get_json(&self, id: &str) -> Result<Value, BuildError> {
-        self.call(reqwest::Method::GET, &format!("{}/{id}", self.base), &[], None, true).map_err(|e| match e {
-            CallError::Failed { error: HttpFail { status: Some(404), .. }, .. } => {
-                BuildError::NoSuchBuild { service: self.describe(), id: id.into() }
-            }
-            e => self.err(&e.describe()),
-        })
+        let url = format!("{}/{id}", self.base);
+        self.call(Call { method: reqwest::Method::GET, url: &url, query: &[], body: None, idempotent: true }).map_err(
+            |e| match e {
+                CallError::Failed { error: HttpFail { status: Some(404), .. }, .. } => {
+                    BuildError::NoSuchBuild { service: self.describe(), id: id.into() }
+                }
+                e => self.err(&e.describe()),
+            },
+        )
     }
 }
 
@@ -288,7 +283,13 @@ impl BuildService for CloudBuilds {
         };
         let body = build_request(yaml, spec, &self.logs_bucket).map_err(|m| self.err(&m))?;
         let op = self
-            .call(reqwest::Method::POST, &self.base, &[("projectId", self.project.clone())], Some(&body), false)
+            .call(Call {
+                method: reqwest::Method::POST,
+                url: &self.base,
+                query: &[("projectId", self.project.clone())],
+                body: Some(&body),
+                idempotent: false,
+            })
             .map_err(|e| {
                 self.err(&format!("submit {} build for {}: {}", spec.kind.as_str(), spec.model_id, e.describe()))
             })?;
@@ -310,7 +311,7 @@ impl BuildService for CloudBuilds {
                 q.push(("pageToken", page.clone()));
             }
             let v = self
-                .call(reqwest::Method::GET, &self.base, &q, None, true)
+                .call(Call { method: reqwest::Method::GET, url: &self.base, query: &q, body: None, idempotent: true })
                 .map_err(|e| self.err(&format!("list builds: {}", e.describe())))?;
             for b in v["builds"].as_array().map(Vec::as_slice).unwrap_or_default() {
                 let info = build_info(b).map_err(|m| self.err(&format!("list builds: {m}")))?;
@@ -333,7 +334,9 @@ impl BuildService for CloudBuilds {
     }
 
     fn cancel(&self, id: &str) -> Result<(), BuildError> {
-        self.call(reqwest::Method::POST, &format!("{}/{id}:cancel", self.base), &[], Some(&json!({})), true)
+        let url = format!("{}/{id}:cancel", self.base);
+        let body = json!({});
+        self.call(Call { method: reqwest::Method::POST, url: &url, query: &[], body: Some(&body), idempotent: true })
             .map(|_| ())
             .map_err(|e| match e {
                 CallError::Failed { error: HttpFail { status: Some(404), .. }, .. } => {
