@@ -511,6 +511,31 @@ mod tests {
         assert!(werr(&a) < 0.9 * werr(&b), "{} vs {}", werr(&a), werr(&b));
     }
 
+    const GOLDEN_KNOT_BYTES: u64 = 0x2f3c_2d8e_360f_9d88;
+
+    /// The encoder's exact output for every variant and search radius, with and without an
+    /// imatrix and with tail rows, pinned: speed work must not change a single knot byte.
+    #[test]
+    fn encoder_output_is_pinned() {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (n, rows) in [(576usize, 24usize), (4096 + 8, 4), (40, 8)] {
+            let w = gaussian_rows(n, rows, n as u64 + 17);
+            let mut rng = Rng(23);
+            let imp: Vec<f32> = (0..n).map(|_| (rng.gauss() * 1.5).exp()).collect();
+            let ones = vec![1f32; n];
+            for (q, search) in [(4u32, 0u8), (4, 1), (4, 2), (5, 0), (6, 0)] {
+                for im in [&imp, &ones] {
+                    let opts = EncodeOptions { variant: Variant::new(q).unwrap(), search, ..Default::default() };
+                    let (bytes, _) = encode_tensor(&w, n, |_| im, opts);
+                    for b in bytes {
+                        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                    }
+                }
+            }
+        }
+        assert_eq!(h, GOLDEN_KNOT_BYTES, "encoder output changed: {h:#x}");
+    }
+
     #[test]
     fn zero_rows_encode_to_zero() {
         let w = vec![0f32; 48];

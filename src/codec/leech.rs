@@ -494,6 +494,8 @@ pub(crate) mod tests {
         best
     }
 
+    const GOLDEN_DECODES: u64 = 0x2954_1f37_3806_8c5a;
+
     fn dist(y: &[f32; N], w: &[f32; N], x: &Point) -> f32 {
         (0..N).map(|i| w[i] * (y[i] - x[i] as f32).powi(2)).sum()
     }
@@ -517,6 +519,58 @@ pub(crate) mod tests {
             let bf = brute_force_dist(&y, &w);
             assert!((d - bf).abs() <= 1e-4 * bf.max(1.0), "trial {trial}: decoder {d} vs brute force {bf}");
         }
+    }
+
+    fn fnv(h: &mut u64, x: &Point) {
+        for v in x {
+            for b in v.to_le_bytes() {
+                *h = (*h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+    }
+
+    /// The decoder's exact outputs, tie-breaking included, pinned: any change to `decode`
+    /// must reproduce them bit for bit (knots written before stay decodable to the same
+    /// weights and re-encodes stay identical). Inputs: Gaussian at four scales, weighted and
+    /// not; integers and half-integers (ties in rounding and between lattice points); zero
+    /// weights; and the x/q points `point_of` decodes for q = 4, 5, 6.
+    #[test]
+    fn decoder_outputs_are_pinned() {
+        let mut rng = Rng(0x5eed_0f_1eec);
+        let (mut h, mut n) = (0xcbf2_9ce4_8422_2325u64, 0u32);
+        for t in 0..40_000 {
+            let scale = [1.5, 3.0, 6.0, 12.0][t % 4];
+            let mut y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
+            let mut w: [f32; N] = std::array::from_fn(|_| (rng.gauss() * 1.5).exp());
+            match t % 5 {
+                0 => w = [1.0; N],
+                1 => {}
+                2 => y = y.map(|v| v.round()),
+                3 => {
+                    y = y.map(|v| (v * 2.0).round() * 0.5);
+                    w = [1.0; N];
+                }
+                _ => {
+                    for i in 0..N {
+                        if rng.uniform() < 0.3 {
+                            w[i] = 0.0;
+                            y[i] = 0.0;
+                        }
+                    }
+                }
+            }
+            fnv(&mut h, &decode(&y, &w));
+            n += 1;
+        }
+        for q in [4u32, 5, 6] {
+            let modulus = (q as u64).pow(24);
+            for _ in 0..10_000 {
+                fnv(&mut h, &point_of(rng.next_u64() % modulus, q));
+                n += 1;
+            }
+        }
+        assert_eq!(n, 70_000);
+        assert_eq!(h, GOLDEN_DECODES, "decoder outputs changed: {h:#x}");
     }
 
     #[test]
