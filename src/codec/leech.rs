@@ -30,14 +30,16 @@ const REP: [[u8; 2]; 4] = {
     t
 };
 
-/// Per-(m, column, score) best option and its three repair penalties.
-#[derive(Clone, Copy, Default)]
-struct Opt {
-    cost: f32,
-    /// bit0: k (complemented pattern), bit1: q (column t-parity)
-    kq: u8,
-    pen: [f32; 4],
-}
+/// REP by lane l = π·4 + score.
+const REP_LANE: [u8; 8] = {
+    let mut t = [0u8; 8];
+    let mut l = 0;
+    while l < 8 {
+        t[l] = REP[l & 3][l >> 2];
+        l += 1;
+    }
+    t
+};
 
 #[inline(always)]
 fn floor_i32(v: f32) -> i32 {
@@ -45,14 +47,23 @@ fn floor_i32(v: f32) -> i32 {
     t - ((v < t as f32) as i32)
 }
 
+/// Lanes of the column-parallel steps: the six 4-row columns, padded to eight.
+const L: usize = 8;
+
 /// Weighted nearest point of Λ24 to `y` under Σ w_i (y_i − x_i)². Exact.
+///
+/// Steps 1–3 do the same work for each of the six columns, so their tables keep the column
+/// innermost (`[..][column]`, eight lanes) and every loop over it vectorises; selects
+/// replace branches. The float operations per column are exactly those of the scalar
+/// algorithm, so results (ties included) do not depend on this layout.
 pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
     // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
     // (ties to the upper point) and that point as base + r + 8·adj.
     let mut base = [0i32; N];
-    let mut cst = [[0f32; 8]; N];
+    let mut cst = [[[0f32; L]; 8]; 4]; // [row][residue][column]
     let mut adj = [[0i8; 8]; N];
     for i in 0..N {
+        let (j, row) = (i / 4, i % 4);
         let v = y[i];
         let b = 8 * floor_i32(v * 0.125);
         let u = v - b as f32;
@@ -62,69 +73,93 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
             let d0 = u - r as f32;
             let a = (d0 >= 4.0) as i8 - (d0 < -4.0) as i8;
             let d = d0 - 8.0 * a as f32;
-            cst[i][r] = wi * d * d;
+            cst[row][r][j] = wi * d * d;
             adj[i][r] = a;
         }
     }
-    // Steps 2–3: per m and column, fold t (t-parity via cheapest flip), then per
-    // (π, score) the four (k, q) options into best + three repair penalties.
-    let mut opts = [[[[Opt::default(); 4]; 6]; 2]; 2];
+    // Steps 2–3: per m and column, fold t (t-parity via the cheapest row flip), then per
+    // (π, score) the four (k, q) options into the best one and three repair penalties.
+    let mut ocost = [[[[0f32; L]; 4]; 2]; 2]; // [m][π][score][column]
+    let mut okq = [[[[0u8; L]; 4]; 2]; 2];
+    let mut open = [[[[[0f32; L]; 4]; 4]; 2]; 2]; // [m][π][change][score][column]
     let mut lb = [[0f32; 2]; 2];
     for m in 0..2 {
-        for j in 0..6 {
-            let mut mc = [[0f32; 2]; 4];
-            let mut ts = [[0u8; 2]; 4];
-            let mut dl = [[0f32; 2]; 4];
-            for r in 0..4 {
-                let c = &cst[4 * j + r];
-                for b in 0..2 {
-                    let r0 = m + 2 * b;
-                    let (c0, c1) = (c[r0], c[r0 + 4]);
+        let mut mc = [[[0f32; L]; 2]; 4];
+        let mut ts = [[[0u32; L]; 2]; 4];
+        let mut dl = [[[0f32; L]; 2]; 4];
+        for r in 0..4 {
+            for b in 0..2 {
+                let r0 = m + 2 * b;
+                for j in 0..L {
+                    let (c0, c1) = (cst[r][r0][j], cst[r][r0 + 4][j]);
                     let t = c1 < c0;
-                    mc[r][b] = if t { c1 } else { c0 };
-                    ts[r][b] = t as u8;
-                    dl[r][b] = (c1 - c0).abs();
+                    mc[r][b][j] = if t { c1 } else { c0 };
+                    ts[r][b][j] = t as u32;
+                    dl[r][b][j] = (c1 - c0).abs();
                 }
             }
-            let mut pb = [[0f32; 4]; 2];
-            let mut pt = [[0u8; 4]; 2];
-            let mut pd = [[0f32; 4]; 2];
-            for half in 0..2 {
-                let (r0, r1) = (2 * half, 2 * half + 1);
-                for pa in 0..4 {
-                    let (b0, b1) = (pa & 1, pa >> 1);
-                    pb[half][pa] = mc[r0][b0] + mc[r1][b1];
-                    pt[half][pa] = ts[r0][b0] ^ ts[r1][b1];
-                    pd[half][pa] = dl[r0][b0].min(dl[r1][b1]);
+        }
+        let mut pb = [[[0f32; L]; 4]; 2];
+        let mut pt = [[[0u32; L]; 4]; 2];
+        let mut pd = [[[0f32; L]; 4]; 2];
+        for half in 0..2 {
+            let (r0, r1) = (2 * half, 2 * half + 1);
+            for pa in 0..4 {
+                let (b0, b1) = (pa & 1, pa >> 1);
+                for j in 0..L {
+                    pb[half][pa][j] = mc[r0][b0][j] + mc[r1][b1][j];
+                    pt[half][pa][j] = ts[r0][b0][j] ^ ts[r1][b1][j];
+                    pd[half][pa][j] = dl[r0][b0][j].min(dl[r1][b1][j]);
                 }
             }
-            for pi in 0..2 {
-                for s in 0..4 {
-                    let p0 = REP[s][pi] as usize;
-                    let mut cost = [0f32; 4];
-                    for (k, p) in [p0, p0 ^ 15].into_iter().enumerate() {
-                        let (lo, hi) = (p & 3, p >> 2);
-                        let bse = pb[0][lo] + pb[1][hi];
-                        let tp = (pt[0][lo] ^ pt[1][hi]) as usize;
-                        let d = pd[0][lo].min(pd[1][hi]);
-                        cost[k | (tp << 1)] = bse;
-                        cost[k | ((tp ^ 1) << 1)] = bse + d;
-                    }
-                    let mut best = 0usize;
-                    for o in 1..4 {
-                        if cost[o] < cost[best] {
-                            best = o;
-                        }
-                    }
-                    let bc = cost[best];
-                    opts[m][pi][j][s] = Opt {
-                        cost: bc,
-                        kq: best as u8,
-                        pen: [0.0, cost[best ^ 1] - bc, cost[best ^ 2] - bc, cost[best ^ 3] - bc],
-                    };
+        }
+        // every 4-row pattern p (bit r: the row's b): its cost with column t-parity 0 and
+        // with t-parity 1 (the cheaper row flip added where the fold gave the other)
+        let mut cq = [[[0f32; L]; 16]; 2];
+        for p in 0..16 {
+            let (lo, hi) = (p & 3, p >> 2);
+            for j in 0..L {
+                let bse = pb[0][lo][j] + pb[1][hi][j];
+                let flipped = bse + pd[0][lo][j].min(pd[1][hi][j]);
+                let odd = (pt[0][lo][j] ^ pt[1][hi][j]) == 1;
+                cq[0][p][j] = if odd { flipped } else { bse };
+                cq[1][p][j] = if odd { bse } else { flipped };
+            }
+        }
+        // per (π, score): options o = k | q<<1 (k: the representative pattern or its
+        // complement); the argmin keeps the first strict minimum
+        for l in 0..8 {
+            let (pi, s) = (l >> 2, l & 3);
+            let p0 = REP_LANE[l] as usize;
+            let c = [cq[0][p0], cq[0][p0 ^ 15], cq[1][p0], cq[1][p0 ^ 15]];
+            let mut best = [0u32; L];
+            let mut bc = c[0];
+            for o in 1..4 {
+                for j in 0..L {
+                    let take = ((c[o][j] < bc[j]) as u32).wrapping_neg();
+                    best[j] = (best[j] & !take) | (o as u32 & take);
+                    bc[j] = f32::from_bits((bc[j].to_bits() & !take) | (c[o][j].to_bits() & take));
                 }
-                let o = &opts[m][pi][j];
-                lb[m][pi] += o[0].cost.min(o[1].cost).min(o[2].cost).min(o[3].cost);
+            }
+            ocost[m][pi][s] = bc;
+            for j in 0..L {
+                okq[m][pi][s][j] = best[j] as u8;
+            }
+            for t in 1..4u32 {
+                for j in 0..L {
+                    let want = best[j] ^ t;
+                    let mut sel = 0u32;
+                    for o in 0..4u32 {
+                        sel |= c[o as usize][j].to_bits() & ((want == o) as u32).wrapping_neg();
+                    }
+                    open[m][pi][t as usize][s][j] = f32::from_bits(sel) - bc[j];
+                }
+            }
+        }
+        for pi in 0..2 {
+            let o = &ocost[m][pi];
+            for j in 0..6 {
+                lb[m][pi] += o[0][j].min(o[1][j]).min(o[2][j]).min(o[3][j]);
             }
         }
     }
@@ -138,24 +173,22 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
             if lb[m][pi] >= best_total {
                 continue;
             }
-            let o = &opts[m][pi];
-            let cost: [[f32; 4]; 6] = std::array::from_fn(|j| std::array::from_fn(|s| o[j][s].cost));
-            let kq: [[u8; 4]; 6] = std::array::from_fn(|j| std::array::from_fn(|s| o[j][s].kq));
+            let (cost, kq, pen) = (&ocost[m][pi], &okq[m][pi], &open[m][pi]);
             // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c,
-            // and the sum runs over columns 0..5 in order as before, so results are unchanged
+            // and the sum runs over columns 0..5 in order
             for a in 0..4usize {
                 for b in 0..4usize {
-                    let p01 = cost[0][a] + cost[1][b];
-                    let k01 = kq[0][a] ^ kq[1][b];
+                    let p01 = cost[a][0] + cost[b][1];
+                    let k01 = kq[a][0] ^ kq[b][1];
                     let e1 = a ^ b;
                     let e2 = (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize;
                     let e3 = (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize;
                     for c in 0..4usize {
-                        let bsum = p01 + cost[2][c] + cost[3][e1 ^ c] + cost[4][e2 ^ c] + cost[5][e3 ^ c];
+                        let bsum = p01 + cost[c][2] + cost[e1 ^ c][3] + cost[e2 ^ c][4] + cost[e3 ^ c][5];
                         if bsum >= best_total {
                             continue;
                         }
-                        let par = k01 ^ kq[2][c] ^ kq[3][e1 ^ c] ^ kq[4][e2 ^ c] ^ kq[5][e3 ^ c];
+                        let par = k01 ^ kq[c][2] ^ kq[e1 ^ c][3] ^ kq[e2 ^ c][4] ^ kq[e3 ^ c][5];
                         let hi = a * 16 + b * 4 + c;
                         let h = &HEXACODE[hi];
                         debug_assert_eq!(
@@ -166,7 +199,7 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
                         let (total, changes) = if off == 0 {
                             (bsum, [(6, 0), (6, 0)])
                         } else {
-                            let (fix, ch) = repair(o, h, off);
+                            let (fix, ch) = repair(pen, h, off);
                             (bsum + fix, ch)
                         };
                         if total < best_total {
@@ -183,8 +216,7 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
     let h = &HEXACODE[hi];
     let mut x = [0i32; N];
     for j in 0..6 {
-        let op = &opts[m][pi][j][h[j] as usize];
-        let mut kq = op.kq;
+        let mut kq = okq[m][pi][h[j] as usize][j];
         for &(cj, t) in &changes {
             if cj == j {
                 kq ^= t;
@@ -200,9 +232,8 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
         let mut flip_row = 0usize;
         let mut flip_cost = f32::INFINITY;
         for r in 0..4 {
-            let c = &cst[4 * j + r];
             let r0 = m + 2 * ((p >> r) & 1) as usize;
-            let (c0, c1) = (c[r0], c[r0 + 4]);
+            let (c0, c1) = (cst[r][r0][j], cst[r][r0 + 4][j]);
             let tt = c1 < c0;
             let d = (c1 - c0).abs();
             t[r] = tt as u8;
@@ -226,12 +257,12 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
 
 /// Cheapest change of at most two columns whose parity changes sum to `off` (1..=3).
 #[inline]
-fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
+fn repair(pen: &[[[f32; L]; 4]; 4], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
     let mut fix = f32::INFINITY;
     let mut ch = [(6usize, 0u8), (6, 0)];
     let off = off & 3;
     for j in 0..6 {
-        let p = o[j][(h[j] & 3) as usize].pen[off as usize];
+        let p = pen[off as usize][(h[j] & 3) as usize][j];
         if p < fix {
             fix = p;
             ch = [(j, off), (6, 0)];
@@ -244,7 +275,7 @@ fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
         _ => (1, 2),
     };
     for j in 0..6 {
-        let pj = o[j][(h[j] & 3) as usize].pen[u as usize];
+        let pj = pen[u as usize][(h[j] & 3) as usize][j];
         if pj >= fix {
             continue;
         }
@@ -252,7 +283,7 @@ fn repair(o: &[[Opt; 4]; 6], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
             if l == j {
                 continue;
             }
-            let s = pj + o[l][(h[l] & 3) as usize].pen[v as usize];
+            let s = pj + pen[v as usize][(h[l] & 3) as usize][l];
             if s < fix {
                 fix = s;
                 ch = [(j, u), (l, v)];
