@@ -52,11 +52,32 @@ const L: usize = 8;
 
 /// Weighted nearest point of Λ24 to `y` under Σ w_i (y_i − x_i)². Exact.
 ///
+/// On x86-64 with AVX2 the same code is compiled for 8-wide vectors (one column per lane)
+/// and chosen at run time; the results are identical either way (the same IEEE operations
+/// in the same order; Rust never fuses a multiply and an add on its own).
+pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
+        return unsafe { decode_avx2(y, w) };
+    }
+    decode_portable(y, w)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode_avx2(y: &[f32; N], w: &[f32; N]) -> Point {
+    decode_portable(y, w)
+}
+
+/// The decoder for any target (see [`decode`]).
+///
 /// Steps 1–3 do the same work for each of the six columns, so their tables keep the column
 /// innermost (`[..][column]`, eight lanes) and every loop over it vectorises; selects
 /// replace branches. The float operations per column are exactly those of the scalar
 /// algorithm, so results (ties included) do not depend on this layout.
-pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
+#[inline(always)]
+pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
     // (ties to the upper point) and that point as base + r + 8·adj.
     let mut base = [0i32; N];
@@ -335,6 +356,19 @@ pub fn norm(x: &Point) -> i64 {
 
 /// Upper-triangular integer basis of Λ24 (row k has its pivot at column k, entries after
 /// the pivot reduced to 0..8). Product of pivots = det = 2³⁶.
+/// log2 of each pivot of the basis (all are powers of two: their product is 2^36).
+fn pivot_shifts() -> &'static [u32; N] {
+    static S: OnceLock<[u32; N]> = OnceLock::new();
+    S.get_or_init(|| {
+        let b = basis();
+        std::array::from_fn(|k| {
+            let p = b[k][k];
+            assert!(p > 0 && (p as u32).is_power_of_two(), "pivot {k} = {p} is not a power of two");
+            p.trailing_zeros()
+        })
+    })
+}
+
 pub fn basis() -> &'static [[i32; N]; N] {
     static B: OnceLock<[[i32; N]; N]> = OnceLock::new();
     B.get_or_init(build_basis)
@@ -428,6 +462,7 @@ fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
 /// coordinate k at bits 2k..2k+1, 48 bits in all).
 pub fn index_of(x: &Point, q: u32) -> u64 {
     let b = basis();
+    let shifts = pivot_shifts();
     let mut r = [0i64; N];
     for i in 0..N {
         r[i] = x[i] as i64;
@@ -435,9 +470,9 @@ pub fn index_of(x: &Point, q: u32) -> u64 {
     let mut idx = 0u64;
     let mut place = 1u64;
     for k in 0..N {
-        let piv = b[k][k] as i64;
-        debug_assert_eq!(r[k] % piv, 0, "not a lattice point");
-        let u = r[k] / piv;
+        debug_assert_eq!(r[k] % b[k][k] as i64, 0, "not a lattice point");
+        // the pivots are positive powers of two and the division is exact: a shift
+        let u = r[k] >> shifts[k];
         if u != 0 {
             for i in k..N {
                 r[i] -= u * b[k][i] as i64;
@@ -453,6 +488,21 @@ pub fn index_of(x: &Point, q: u32) -> u64 {
 /// of qΛ24 (x' − q·Q(x'/q) with Q the unweighted decoder; exact arithmetic for q ∈ {2, 4},
 /// and deterministic for every q since the same IEEE operations run on every machine).
 pub fn point_of(idx: u64, q: u32) -> Point {
+    // the campaign's moduli get their own copy, so the digit split divides by a constant
+    match q {
+        4 => point_of_q::<4>(idx),
+        5 => point_of_q::<5>(idx),
+        6 => point_of_q::<6>(idx),
+        _ => point_of_dyn(idx, q),
+    }
+}
+
+fn point_of_q<const Q: u32>(idx: u64) -> Point {
+    point_of_dyn(idx, Q)
+}
+
+#[inline(always)]
+fn point_of_dyn(idx: u64, q: u32) -> Point {
     let b = basis();
     let mut xp = [0i32; N];
     let mut rest = idx;
@@ -605,7 +655,10 @@ pub(crate) mod tests {
                     }
                 }
             }
-            fnv(&mut h, &decode(&y, &w));
+            let x = decode(&y, &w);
+            // the run-time-dispatched (AVX2) path and the portable one agree bit for bit
+            assert_eq!(x, decode_portable(&y, &w), "dispatch differs from portable on {y:?} {w:?}");
+            fnv(&mut h, &x);
             n += 1;
         }
         for q in [4u32, 5, 6] {
