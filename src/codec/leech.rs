@@ -193,55 +193,66 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // Step 4: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
     // parities; keep the first strict minimum. (m, π) groups whose lower bound cannot beat
     // the best so far are skipped, which never changes the result.
+    // Pass 1: every word's unrepaired sum (the four words of one (a, b) as one 4-lane
+    // vector: column j's scores permuted by XOR with e are sh[j][e][c] = cost[e ^ c][j]),
+    // and the word with the smallest sum.
+    let mut sums = [[[[0f32; 4]; 16]; 2]; 2]; // [m][π][a·4 + b][c]
+    let mut cheapest = (f32::INFINITY, 0usize, 0usize, 0usize); // (sum, m, π, word)
+    for m in 0..2 {
+        for pi in 0..2 {
+            let cost = &ocost[m][pi];
+            let sh: [[[f32; 4]; 4]; 6] =
+                std::array::from_fn(|j| std::array::from_fn(|e| std::array::from_fn(|c| cost[e ^ c][j])));
+            // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c,
+            // and the sum runs over columns 0..5 in order
+            for a in 0..4usize {
+                for b in 0..4usize {
+                    let p01 = cost[a][0] + cost[b][1];
+                    let (e1, e2, e3) = hexa_tail(a, b);
+                    let (x3, x4, x5) = (&sh[3][e1], &sh[4][e2], &sh[5][e3]);
+                    let bs: [f32; 4] = std::array::from_fn(|c| p01 + sh[2][0][c] + x3[c] + x4[c] + x5[c]);
+                    sums[m][pi][a * 4 + b] = bs;
+                    for c in 0..4 {
+                        if bs[c] < cheapest.0 {
+                            cheapest = (bs[c], m, pi, a * 16 + b * 4 + c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The cheapest word's repaired total is an achievable total, so no word whose sum
+    // exceeds it can be a minimum: those are skipped below without being repaired.
+    let bound = {
+        let (bsum, m, pi, hi) = cheapest;
+        total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum).0
+    };
+    // Pass 2: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
+    // parities; keep the first strict minimum. Skipped without changing the result: an (m, π)
+    // whose per-column lower bound, or a word whose unrepaired sum, cannot beat the best so
+    // far or exceeds the bound.
     let mut best_total = f32::INFINITY;
     let mut best = (0usize, 0usize, 0usize, [(6usize, 0u8); 2]);
     for m in 0..2 {
         for pi in 0..2 {
-            if lb[m][pi] >= best_total {
+            if lb[m][pi] >= best_total || lb[m][pi] > bound {
                 continue;
             }
-            let (cost, kq, pen) = (&ocost[m][pi], &okq[m][pi], &open[m][pi]);
-            // column j's four scores permuted by XOR with e: sh[j][e][c] = cost[e ^ c][j]
-            let sh: [[[f32; 4]; 4]; 6] =
-                std::array::from_fn(|j| std::array::from_fn(|e| std::array::from_fn(|c| cost[e ^ c][j])));
-            // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c,
-            // and the sum runs over columns 0..5 in order; the four words of one (a, b) are
-            // summed as one 4-lane vector
-            for a in 0..4usize {
-                for b in 0..4usize {
-                    let p01 = cost[a][0] + cost[b][1];
-                    let k01 = kq[a][0] ^ kq[b][1];
-                    let e1 = a ^ b;
-                    let e2 = (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize;
-                    let e3 = (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize;
-                    let (x3, x4, x5) = (&sh[3][e1], &sh[4][e2], &sh[5][e3]);
-                    let bs: [f32; 4] = std::array::from_fn(|c| p01 + sh[2][0][c] + x3[c] + x4[c] + x5[c]);
-                    if bs.iter().all(|&v| v >= best_total) {
+            for ab in 0..16 {
+                let bs = &sums[m][pi][ab];
+                if bs.iter().all(|&v| v >= best_total || v > bound) {
+                    continue;
+                }
+                for c in 0..4usize {
+                    let bsum = bs[c];
+                    if bsum >= best_total || bsum > bound {
                         continue;
                     }
-                    for c in 0..4usize {
-                        let bsum = bs[c];
-                        if bsum >= best_total {
-                            continue;
-                        }
-                        let par = k01 ^ kq[c][2] ^ kq[e1 ^ c][3] ^ kq[e2 ^ c][4] ^ kq[e3 ^ c][5];
-                        let hi = a * 16 + b * 4 + c;
-                        let h = &HEXACODE[hi];
-                        debug_assert_eq!(
-                            *h,
-                            [a as u8, b as u8, c as u8, (e1 ^ c) as u8, (e2 ^ c) as u8, (e3 ^ c) as u8]
-                        );
-                        let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
-                        let (total, changes) = if off == 0 {
-                            (bsum, [(6, 0), (6, 0)])
-                        } else {
-                            let (fix, ch) = repair(pen, h, off);
-                            (bsum + fix, ch)
-                        };
-                        if total < best_total {
-                            best_total = total;
-                            best = (m, pi, hi, changes);
-                        }
+                    let hi = ab * 4 + c;
+                    let (total, changes) = total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum);
+                    if total < best_total {
+                        best_total = total;
+                        best = (m, pi, hi, changes);
                     }
                 }
             }
@@ -289,6 +300,36 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         }
     }
     x
+}
+
+/// Columns 3..5 of the hexacodewords whose first two symbols are (a, b), less the third
+/// symbol c: (a+b, aω̄+bω, aω+bω̄), each then XORed with c.
+#[inline(always)]
+fn hexa_tail(a: usize, b: usize) -> (usize, usize, usize) {
+    (a ^ b, (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize, (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize)
+}
+
+/// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
+#[inline(always)]
+fn total_of(
+    kq: &[[u8; L]; 4],
+    pen: &[[[f32; L]; 4]; 4],
+    m: usize,
+    pi: usize,
+    hi: usize,
+    bsum: f32,
+) -> (f32, [(usize, u8); 2]) {
+    let h = &HEXACODE[hi];
+    let mut par = 0u8;
+    for j in 0..6 {
+        par ^= kq[h[j] as usize][j];
+    }
+    let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
+    if off == 0 {
+        return (bsum, [(6, 0), (6, 0)]);
+    }
+    let (fix, ch) = repair(pen, h, off);
+    (bsum + fix, ch)
 }
 
 /// Cheapest change of at most two columns whose parity changes sum to `off` (1..=3).
