@@ -197,7 +197,9 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // vector: column j's scores permuted by XOR with e are sh[j][e][c] = cost[e ^ c][j]),
     // and the word with the smallest sum.
     let mut sums = [[[[0f32; 4]; 16]; 2]; 2]; // [m][π][a·4 + b][c]
-    let mut cheapest = (f32::INFINITY, 0usize, 0usize, 0usize); // (sum, m, π, word)
+                                              // lane-wise minimum and where it is (any cheapest word will do: it only sets a bound)
+    let mut minv = [f32::INFINITY; 4];
+    let mut mini = [0u32; 4]; // (m·2 + π)·16 + a·4 + b
     for m in 0..2 {
         for pi in 0..2 {
             let cost = &ocost[m][pi];
@@ -212,10 +214,11 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
                     let (x3, x4, x5) = (&sh[3][e1], &sh[4][e2], &sh[5][e3]);
                     let bs: [f32; 4] = std::array::from_fn(|c| p01 + sh[2][0][c] + x3[c] + x4[c] + x5[c]);
                     sums[m][pi][a * 4 + b] = bs;
+                    let at = ((m * 2 + pi) * 16 + a * 4 + b) as u32;
                     for c in 0..4 {
-                        if bs[c] < cheapest.0 {
-                            cheapest = (bs[c], m, pi, a * 16 + b * 4 + c);
-                        }
+                        let take = ((bs[c] < minv[c]) as u32).wrapping_neg();
+                        minv[c] = f32::from_bits((minv[c].to_bits() & !take) | (bs[c].to_bits() & take));
+                        mini[c] = (mini[c] & !take) | (at & take);
                     }
                 }
             }
@@ -224,9 +227,17 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // The cheapest word's repaired total is an achievable total, so no word whose sum
     // exceeds it can be a minimum: those are skipped below without being repaired.
     let bound = {
-        let (bsum, m, pi, hi) = cheapest;
-        total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum).0
+        let mut c = 0;
+        for l in 1..4 {
+            if minv[l] < minv[c] {
+                c = l;
+            }
+        }
+        let at = mini[c] as usize;
+        let (m, pi, ab) = (at >> 5, (at >> 4) & 1, at & 15);
+        total_of(&okq[m][pi], &open[m][pi], m, pi, ab * 4 + c, minv[c]).0
     };
+
     // Pass 2: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
     // parities; keep the first strict minimum. Skipped without changing the result: an (m, π)
     // whose per-column lower bound, or a word whose unrepaired sum, cannot beat the best so
@@ -238,22 +249,27 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             if lb[m][pi] >= best_total || lb[m][pi] > bound {
                 continue;
             }
+            // the words whose sum does not exceed the bound (bit = word index), in order
+            let mut bits = 0u64;
             for ab in 0..16 {
-                let bs = &sums[m][pi][ab];
-                if bs.iter().all(|&v| v >= best_total || v > bound) {
+                let v = &sums[m][pi][ab];
+                let nib = (!(v[0] > bound)) as u64
+                    | ((!(v[1] > bound)) as u64) << 1
+                    | ((!(v[2] > bound)) as u64) << 2
+                    | ((!(v[3] > bound)) as u64) << 3;
+                bits |= nib << (ab * 4);
+            }
+            while bits != 0 {
+                let hi = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let bsum = sums[m][pi][hi >> 2][hi & 3];
+                if bsum >= best_total {
                     continue;
                 }
-                for c in 0..4usize {
-                    let bsum = bs[c];
-                    if bsum >= best_total || bsum > bound {
-                        continue;
-                    }
-                    let hi = ab * 4 + c;
-                    let (total, changes) = total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum);
-                    if total < best_total {
-                        best_total = total;
-                        best = (m, pi, hi, changes);
-                    }
+                let (total, changes) = total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum);
+                if total < best_total {
+                    best_total = total;
+                    best = (m, pi, hi, changes);
                 }
             }
         }
@@ -397,6 +413,15 @@ pub fn norm(x: &Point) -> i64 {
 
 /// Upper-triangular integer basis of Λ24 (row k has its pivot at column k, entries after
 /// the pivot reduced to 0..8). Product of pivots = det = 2³⁶.
+/// Each basis row's nonzero entries after its pivot, as (column, value).
+fn sparse_rows() -> &'static [Vec<(u8, i8)>; N] {
+    static S: OnceLock<[Vec<(u8, i8)>; N]> = OnceLock::new();
+    S.get_or_init(|| {
+        let b = basis();
+        std::array::from_fn(|k| (k + 1..N).filter(|&i| b[k][i] != 0).map(|i| (i as u8, b[k][i] as i8)).collect())
+    })
+}
+
 /// log2 of each pivot of the basis (all are powers of two: their product is 2^36).
 fn pivot_shifts() -> &'static [u32; N] {
     static S: OnceLock<[u32; N]> = OnceLock::new();
@@ -503,7 +528,7 @@ fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
 /// coordinate k at bits 2k..2k+1, 48 bits in all).
 pub fn index_of(x: &Point, q: u32) -> u64 {
     let b = basis();
-    let shifts = pivot_shifts();
+    let (shifts, rows) = (pivot_shifts(), sparse_rows());
     let mut r = [0i64; N];
     for i in 0..N {
         r[i] = x[i] as i64;
@@ -515,8 +540,9 @@ pub fn index_of(x: &Point, q: u32) -> u64 {
         // the pivots are positive powers of two and the division is exact: a shift
         let u = r[k] >> shifts[k];
         if u != 0 {
-            for i in k..N {
-                r[i] -= u * b[k][i] as i64;
+            // basis row k past its pivot, nonzero entries only (187 of the 300)
+            for &(i, v) in &rows[k] {
+                r[i as usize] -= u * v as i64;
             }
         }
         idx += u.rem_euclid(q as i64) as u64 * place;
