@@ -253,10 +253,10 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             let mut bits = 0u64;
             for ab in 0..16 {
                 let v = &sums[m][pi][ab];
-                let nib = (!(v[0] > bound)) as u64
-                    | ((!(v[1] > bound)) as u64) << 1
-                    | ((!(v[2] > bound)) as u64) << 2
-                    | ((!(v[3] > bound)) as u64) << 3;
+                let nib = not_above(v[0], bound) as u64
+                    | (not_above(v[1], bound) as u64) << 1
+                    | (not_above(v[2], bound) as u64) << 2
+                    | (not_above(v[3], bound) as u64) << 3;
                 bits |= nib << (ab * 4);
             }
             while bits != 0 {
@@ -323,6 +323,12 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
 #[inline(always)]
 fn hexa_tail(a: usize, b: usize) -> (usize, usize, usize) {
     (a ^ b, (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize, (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize)
+}
+
+/// `!(v > bound)`: true for NaN too, so a NaN sum is never skipped (as before the bound).
+#[inline(always)]
+fn not_above(v: f32, bound: f32) -> bool {
+    v.partial_cmp(&bound) != Some(std::cmp::Ordering::Greater)
 }
 
 /// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
