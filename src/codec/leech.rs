@@ -79,7 +79,8 @@ unsafe fn decode_avx2(y: &[f32; N], w: &[f32; N]) -> Point {
 #[inline(always)]
 pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
-    // (ties to the upper point) and that point as base + r + 8·adj.
+    // (ties to the upper point) and that point as base + r + 8·a (a is recomputed for the
+    // winner's residues only).
     let mut base = [0i32; N];
     let mut u = [[0f32; L]; 4]; // [row][column]
     let mut wl = [[0f32; L]; 4];
@@ -92,7 +93,6 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         wl[row][j] = w[i];
     }
     let mut cst = [[[0f32; L]; 8]; 4]; // [row][residue][column]
-    let mut adj = [[[0i32; L]; 8]; 4];
     for row in 0..4 {
         for r in 0..8 {
             for j in 0..L {
@@ -100,7 +100,6 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
                 let a = (d0 >= 4.0) as i32 - (d0 < -4.0) as i32;
                 let d = d0 - 8.0 * a as f32;
                 cst[row][r][j] = wl[row][j] * d * d;
-                adj[row][r][j] = a;
             }
         }
     }
@@ -108,7 +107,7 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // (π, score) the four (k, q) options into the best one and three repair penalties.
     let mut ocost = [[[[0f32; L]; 4]; 2]; 2]; // [m][π][score][column]
     let mut okq = [[[[0u8; L]; 4]; 2]; 2];
-    let mut open = [[[[[0f32; L]; 4]; 4]; 2]; 2]; // [m][π][change][score][column]
+    let mut oopt = [[[[[0f32; L]; 4]; 4]; 2]; 2]; // [m][π][score][option][column]
     let mut lb = [[0f32; 2]; 2];
     for m in 0..2 {
         let mut mc = [[[0f32; L]; 2]; 4];
@@ -172,16 +171,8 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             for j in 0..L {
                 okq[m][pi][s][j] = best[j] as u8;
             }
-            for t in 1..4u32 {
-                for j in 0..L {
-                    let want = best[j] ^ t;
-                    let mut sel = 0u32;
-                    for o in 0..4u32 {
-                        sel |= c[o as usize][j].to_bits() & ((want == o) as u32).wrapping_neg();
-                    }
-                    open[m][pi][t as usize][s][j] = f32::from_bits(sel) - bc[j];
-                }
-            }
+            // the four options' costs; a repair's penalty is computed from them on demand
+            oopt[m][pi][s] = c;
         }
         for pi in 0..2 {
             let o = &ocost[m][pi];
@@ -190,83 +181,62 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             }
         }
     }
-    // Step 4: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
-    // parities; keep the first strict minimum. (m, π) groups whose lower bound cannot beat
-    // the best so far are skipped, which never changes the result.
-    // Pass 1: every word's unrepaired sum (the four words of one (a, b) as one 4-lane
-    // vector: column j's scores permuted by XOR with e are sh[j][e][c] = cost[e ^ c][j]),
-    // and the word with the smallest sum.
-    let mut sums = [[[[0f32; 4]; 16]; 2]; 2]; // [m][π][a·4 + b][c]
-                                              // lane-wise minimum and where it is (any cheapest word will do: it only sets a bound)
-    let mut minv = [f32::INFINITY; 4];
-    let mut mini = [0u32; 4]; // (m·2 + π)·16 + a·4 + b
-    for m in 0..2 {
-        for pi in 0..2 {
-            let cost = &ocost[m][pi];
-            let sh: [[[f32; 4]; 4]; 6] =
-                std::array::from_fn(|j| std::array::from_fn(|e| std::array::from_fn(|c| cost[e ^ c][j])));
-            // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c,
-            // and the sum runs over columns 0..5 in order
-            for a in 0..4usize {
-                for b in 0..4usize {
-                    let p01 = cost[a][0] + cost[b][1];
-                    let (e1, e2, e3) = hexa_tail(a, b);
-                    let (x3, x4, x5) = (&sh[3][e1], &sh[4][e2], &sh[5][e3]);
-                    let bs: [f32; 4] = std::array::from_fn(|c| p01 + sh[2][0][c] + x3[c] + x4[c] + x5[c]);
-                    sums[m][pi][a * 4 + b] = bs;
-                    let at = ((m * 2 + pi) * 16 + a * 4 + b) as u32;
-                    for c in 0..4 {
-                        let take = ((bs[c] < minv[c]) as u32).wrapping_neg();
-                        minv[c] = f32::from_bits((minv[c].to_bits() & !take) | (bs[c].to_bits() & take));
-                        mini[c] = (mini[c] & !take) | (at & take);
-                    }
-                }
-            }
+    // Step 4, pass 1: the words' unrepaired sums, per (m, π) group, starting with the group of
+    // the lowest lower bound. Its cheapest word's repaired total is an achievable total, so
+    // no word (and no group) whose sum (lower bound) exceeds it can be a minimum: those are
+    // never repaired, and such groups are not even summed.
+    let tables = |m: usize, pi: usize| Tables { cost: &ocost[m][pi], kq: &okq[m][pi], opt: &oopt[m][pi] };
+    let mut sums = [[[0f32; 4]; 16]; 4]; // [m·2 + π][a·4 + b][c]
+    let mut summed = [false; 4];
+    let mut g0 = 0;
+    for g in 1..4 {
+        if lb[g >> 1][g & 1] < lb[g0 >> 1][g0 & 1] {
+            g0 = g;
         }
     }
-    // The cheapest word's repaired total is an achievable total, so no word whose sum
-    // exceeds it can be a minimum: those are skipped below without being repaired.
-    let bound = {
-        let mut c = 0;
-        for l in 1..4 {
-            if minv[l] < minv[c] {
-                c = l;
-            }
+    let mut bound = f32::INFINITY;
+    for g in std::iter::once(g0).chain((0..4).filter(|&g| g != g0)) {
+        let (m, pi) = (g >> 1, g & 1);
+        if lb[m][pi] > bound {
+            continue;
         }
-        let at = mini[c] as usize;
-        let (m, pi, ab) = (at >> 5, (at >> 4) & 1, at & 15);
-        total_of(&okq[m][pi], &open[m][pi], m, pi, ab * 4 + c, minv[c]).0
-    };
-
+        let (min, hi) = word_sums(&ocost[m][pi], &mut sums[g]);
+        summed[g] = true;
+        if min < bound {
+            bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min).0);
+        }
+    }
     // Pass 2: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
-    // parities; keep the first strict minimum. Skipped without changing the result: an (m, π)
-    // whose per-column lower bound, or a word whose unrepaired sum, cannot beat the best so
-    // far or exceeds the bound.
+    // parities; keep the first strict minimum. Skipped without changing the result: a group
+    // whose lower bound, or a word whose unrepaired sum, cannot beat the best so far or
+    // exceeds the bound.
     let mut best_total = f32::INFINITY;
     let mut best = (0usize, 0usize, 0usize, [(6usize, 0u8); 2]);
     for m in 0..2 {
         for pi in 0..2 {
-            if lb[m][pi] >= best_total || lb[m][pi] > bound {
+            let g = m * 2 + pi;
+            if !summed[g] || lb[m][pi] >= best_total || lb[m][pi] > bound {
                 continue;
             }
             // the words whose sum does not exceed the bound (bit = word index), in order
             let mut bits = 0u64;
             for ab in 0..16 {
-                let v = &sums[m][pi][ab];
+                let v = &sums[g][ab];
                 let nib = not_above(v[0], bound) as u64
                     | (not_above(v[1], bound) as u64) << 1
                     | (not_above(v[2], bound) as u64) << 2
                     | (not_above(v[3], bound) as u64) << 3;
                 bits |= nib << (ab * 4);
             }
+            let t = tables(m, pi);
             while bits != 0 {
                 let hi = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let bsum = sums[m][pi][hi >> 2][hi & 3];
+                let bsum = sums[g][hi >> 2][hi & 3];
                 if bsum >= best_total {
                     continue;
                 }
-                let (total, changes) = total_of(&okq[m][pi], &open[m][pi], m, pi, hi, bsum);
+                let (total, changes) = total_of(&t, m, pi, hi, bsum);
                 if total < best_total {
                     best_total = total;
                     best = (m, pi, hi, changes);
@@ -312,7 +282,10 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         for r in 0..4 {
             let i = 4 * j + r;
             let res = m + 2 * ((p >> r) & 1) as usize + 4 * t[r] as usize;
-            x[i] = base[i] + res as i32 + 8 * adj[r][res][j];
+            // step 1's adjustment for this residue, recomputed
+            let d0 = u[r][j] - res as f32;
+            let a = (d0 >= 4.0) as i32 - (d0 < -4.0) as i32;
+            x[i] = base[i] + res as i32 + 8 * a;
         }
     }
     x
@@ -331,37 +304,83 @@ fn not_above(v: f32, bound: f32) -> bool {
     v.partial_cmp(&bound) != Some(std::cmp::Ordering::Greater)
 }
 
+/// One (m, π) group's per-column tables: the best option's cost and (k, q), and all four
+/// options' costs (a repair penalty is an option's cost less the best one's).
+struct Tables<'a> {
+    cost: &'a [[f32; L]; 4],
+    kq: &'a [[u8; L]; 4],
+    opt: &'a [[[f32; L]; 4]; 4],
+}
+
+impl Tables<'_> {
+    /// The penalty of change type t (1..=3) in column j at score s.
+    #[inline(always)]
+    fn pen(&self, t: u8, s: u8, j: usize) -> f32 {
+        let (s, t) = (s as usize, t as usize);
+        self.opt[s][self.kq[s][j] as usize ^ t][j] - self.cost[s][j]
+    }
+}
+
+/// Every word's unrepaired sum in one group (the four words of one (a, b) as one 4-lane
+/// vector: column j's scores permuted by XOR with e are sh[j][e][c] = cost[e ^ c][j]), and
+/// the smallest sum with its word index.
+#[inline(always)]
+fn word_sums(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
+    let sh: [[[f32; 4]; 4]; 6] =
+        std::array::from_fn(|j| std::array::from_fn(|e| std::array::from_fn(|c| cost[e ^ c][j])));
+    // lane-wise minimum and where it is (any cheapest word will do: it only sets a bound)
+    let mut minv = [f32::INFINITY; 4];
+    let mut mini = [0u32; 4];
+    // words in index order a·16 + b·4 + c; columns 3..5 are (a+b, aω̄+bω, aω+bω̄) + c, and
+    // the sum runs over columns 0..5 in order
+    for a in 0..4usize {
+        for b in 0..4usize {
+            let p01 = cost[a][0] + cost[b][1];
+            let (e1, e2, e3) = hexa_tail(a, b);
+            let (x3, x4, x5) = (&sh[3][e1], &sh[4][e2], &sh[5][e3]);
+            let bs: [f32; 4] = std::array::from_fn(|c| p01 + sh[2][0][c] + x3[c] + x4[c] + x5[c]);
+            sums[a * 4 + b] = bs;
+            let at = (a * 4 + b) as u32;
+            for c in 0..4 {
+                let take = ((bs[c] < minv[c]) as u32).wrapping_neg();
+                minv[c] = f32::from_bits((minv[c].to_bits() & !take) | (bs[c].to_bits() & take));
+                mini[c] = (mini[c] & !take) | (at & take);
+            }
+        }
+    }
+    let mut c = 0;
+    for l in 1..4 {
+        if minv[l] < minv[c] {
+            c = l;
+        }
+    }
+    (minv[c], mini[c] as usize * 4 + c)
+}
+
 /// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
 #[inline(always)]
-fn total_of(
-    kq: &[[u8; L]; 4],
-    pen: &[[[f32; L]; 4]; 4],
-    m: usize,
-    pi: usize,
-    hi: usize,
-    bsum: f32,
-) -> (f32, [(usize, u8); 2]) {
+fn total_of(t: &Tables, m: usize, pi: usize, hi: usize, bsum: f32) -> (f32, [(usize, u8); 2]) {
     let h = &HEXACODE[hi];
     let mut par = 0u8;
     for j in 0..6 {
-        par ^= kq[h[j] as usize][j];
+        par ^= t.kq[h[j] as usize][j];
     }
     let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
     if off == 0 {
         return (bsum, [(6, 0), (6, 0)]);
     }
-    let (fix, ch) = repair(pen, h, off);
+    let (fix, ch) = repair(t, h, off);
     (bsum + fix, ch)
 }
 
 /// Cheapest change of at most two columns whose parity changes sum to `off` (1..=3).
 #[inline]
-fn repair(pen: &[[[f32; L]; 4]; 4], h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
+fn repair(t: &Tables, h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
     let mut fix = f32::INFINITY;
     let mut ch = [(6usize, 0u8), (6, 0)];
     let off = off & 3;
     for j in 0..6 {
-        let p = pen[off as usize][(h[j] & 3) as usize][j];
+        let p = t.pen(off, h[j] & 3, j);
         if p < fix {
             fix = p;
             ch = [(j, off), (6, 0)];
@@ -373,8 +392,9 @@ fn repair(pen: &[[[f32; L]; 4]; 4], h: &[u8; 6], off: u8) -> (f32, [(usize, u8);
         2 => (1, 3),
         _ => (1, 2),
     };
+    let pv: [f32; 6] = std::array::from_fn(|l| t.pen(v, h[l] & 3, l));
     for j in 0..6 {
-        let pj = pen[u as usize][(h[j] & 3) as usize][j];
+        let pj = t.pen(u, h[j] & 3, j);
         if pj >= fix {
             continue;
         }
@@ -382,7 +402,7 @@ fn repair(pen: &[[[f32; L]; 4]; 4], h: &[u8; 6], off: u8) -> (f32, [(usize, u8);
             if l == j {
                 continue;
             }
-            let s = pj + pen[v as usize][(h[l] & 3) as usize][l];
+            let s = pj + pv[l];
             if s < fix {
                 fix = s;
                 ch = [(j, u), (l, v)];
