@@ -112,6 +112,8 @@ pub struct App {
     pub dirty: bool,
     pub quit: bool,
     pub loaded: bool,
+    /// where the campaign lives when it is not the local default (shown in the header)
+    pub backend: Option<String>,
 }
 
 impl App {
@@ -148,6 +150,7 @@ impl App {
             dirty: true,
             quit: false,
             loaded: false,
+            backend: None,
         }
     }
 

@@ -46,7 +46,11 @@ pub fn pick_theme(name: &str, color: &str, dir: &std::path::Path) -> Result<them
 pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
     let km = keymap::Keymap::with_overrides(&c.cfg.keys).map_err(ConfigError::Invalid)?;
     let th = pick_theme(&c.cfg.theme, &c.cfg.color, std::path::Path::new("themes")).map_err(ConfigError::Invalid)?;
-    Ok(App::new(km, th, c.cfg.cost.clone(), o.readonly, o.yes, c.cfg.tick_interval_s))
+    let mut app = App::new(km, th, c.cfg.cost.clone(), o.readonly, o.yes, c.cfg.tick_interval_s);
+    if c.cfg.backend == "cloud" {
+        app.backend = Some(format!("cloud {}/{}", c.cfg.cloud.project, c.cfg.cloud.region));
+    }
+    Ok(app)
 }
 
 fn snapshot_msg(c: &Campaign) -> Msg {

@@ -240,6 +240,15 @@ fn log_memory_is_bounded() {
     assert_eq!(a.log.lines.back().unwrap().1, "line 4999");
 }
 
+#[test]
+fn header_names_the_cloud_project_and_region() {
+    let mut a = app();
+    assert!(!render(&a, 160, 48).lines().next().unwrap().contains("cloud"));
+    a.backend = Some("cloud kaiju-prod/europe-west4".into());
+    let top = render(&a, 160, 48).lines().next().unwrap().to_string();
+    assert!(top.contains("│ cloud kaiju-prod/europe-west4"), "{top}");
+}
+
 pub fn render(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| ui::draw(f, app)).unwrap();

@@ -109,6 +109,9 @@ fn draw_header(f: &mut Frame, app: &App, r: Rect) {
     if !app.filter.is_empty() || app.mode == Mode::Filter {
         spans.push(Span::raw(format!(" │ filter: {}", app.filter)));
     }
+    if let Some(b) = &app.backend {
+        spans.push(Span::raw(format!(" │ {b}")));
+    }
     if app.readonly {
         spans.push(Span::styled(" │ READ-ONLY", app.theme.role(app.theme.warn).add_modifier(Modifier::BOLD)));
     }
