@@ -269,8 +269,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(auth: GoogleAuth, retry: RetryPolicy, redactor: Redactor) -> Result<Ctx, String> {
-        let bridge = Bridge::new().map_err(|e| format!("cannot start the cloud runtime: {e}"))?;
+    pub fn new(bridge: Bridge, auth: GoogleAuth, retry: RetryPolicy, redactor: Redactor) -> Result<Ctx, String> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // a stalled transfer fails; a long one does not
@@ -295,15 +294,15 @@ pub fn connect(cfg: &Config) -> Result<CloudBackends, BuildError> {
     let fail = |msg: String| BuildError::Service { service: "cloud".into(), msg };
     let redactor = Redactor::new(&[&c.r2_access_key_id, &c.r2_secret_access_key]);
     let emulated = c.gcs_endpoint.is_some();
-    let bootstrap = Bridge::new().map_err(|e| fail(e.to_string()))?;
+    let bridge = Bridge::new().map_err(|e| fail(format!("cannot start the cloud runtime: {e}")))?;
+    // no credentials file and an emulator endpoint: a test or local setup, nothing to sign
     let auth = if emulated && c.credentials.is_none() {
         GoogleAuth::Anonymous
     } else {
-        bootstrap.run(GoogleAuth::discover(c.credentials.as_deref())).map_err(|e| fail(redactor.clean(&e)))?
+        bridge.run(GoogleAuth::discover(c.credentials.as_deref())).map_err(|e| fail(redactor.clean(&e)))?
     };
-    drop(bootstrap);
     let retry = RetryPolicy::new(c.attempts, Duration::from_secs(c.timeout_s));
-    let ctx = Arc::new(Ctx::new(auth.clone(), retry, redactor).map_err(fail)?);
+    let ctx = Arc::new(Ctx::new(bridge, auth.clone(), retry, redactor).map_err(fail)?);
     let gcs_auth = if emulated { GoogleAuth::Anonymous } else { auth };
     let gcs_client = gcs::client(&ctx, c.gcs_endpoint.as_deref(), gcs_auth);
     let logs = gcs::GcsStore::new(ctx.clone(), gcs_client.clone(), &c.logs_bucket);
