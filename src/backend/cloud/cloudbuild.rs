@@ -251,10 +251,7 @@ impl CloudBuilds {
 
     fn call(&self, c: Call<'_>) -> Result<Value, CallError<HttpFail>> {
         // each attempt bounds itself (`once`); this outer deadline never fires first
-        let policy = super::RetryPolicy {
-            deadline: self.ctx.retry.deadline * 2 + Duration::from_secs(5),
-            ..self.ctx.retry.clone()
-        };
+        let policy = self.ctx.retry.with_deadline(self.ctx.retry.deadline * 2 + Duration::from_secs(5));
         self.ctx.bridge.run(with_retries(&policy, || self.once(&c), |f: &HttpFail| f.transient))
     }
 

@@ -51,6 +51,10 @@ pub fn client(ctx: &Ctx, endpoint: Option<&str>, auth: GoogleAuth) -> Client {
     Client::new(cfg)
 }
 
+/// A whole download or upload may take long: only a stall (the client's read timeout) or a
+/// failure ends an attempt, not its size.
+const WHOLE_TRANSFER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 pub struct GcsStore {
     ctx: Arc<Ctx>,
     client: Client,
@@ -168,9 +172,7 @@ impl ObjectStore for GcsStore {
             out.commit().map_err(|e| DownloadError::Local(e.to_string()))?;
             Ok::<u64, DownloadError>(n)
         };
-        // a whole download may take long: the deadline bounds stalls (read timeout), not size
-        let policy =
-            super::RetryPolicy { deadline: std::time::Duration::from_secs(7 * 24 * 3600), ..self.ctx.retry.clone() };
+        let policy = self.ctx.retry.with_deadline(WHOLE_TRANSFER);
         let r = self.ctx.bridge.run(with_retries(&policy, download, |e| match e {
             DownloadError::Remote(e) => transient(e),
             DownloadError::Local(_) => false,
@@ -198,8 +200,7 @@ impl ObjectStore for GcsStore {
             let f = tokio::fs::File::open(src).await.map_err(|e| GcsError::HttpMiddleware(e.into()))?;
             self.client.upload_streamed_object(&req, tokio_util::io::ReaderStream::new(f), &kind).await
         };
-        let policy =
-            super::RetryPolicy { deadline: std::time::Duration::from_secs(7 * 24 * 3600), ..self.ctx.retry.clone() };
+        let policy = self.ctx.retry.with_deadline(WHOLE_TRANSFER);
         self.ctx.bridge.run(with_retries(&policy, upload, transient)).map(|_| ()).map_err(|e| self.fail(key, e))
     }
 

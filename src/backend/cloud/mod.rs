@@ -90,6 +90,11 @@ impl RetryPolicy {
         }
     }
 
+    /// The same attempts and backoff with another per-attempt deadline.
+    pub fn with_deadline(&self, deadline: Duration) -> RetryPolicy {
+        RetryPolicy { deadline, ..self.clone() }
+    }
+
     /// Full jitter: uniform in [0, min(max, base·2^(n-1))].
     pub fn backoff(&self, attempt: u32) -> Duration {
         let ceiling = self.base.saturating_mul(1 << attempt.saturating_sub(1).min(16)).min(self.max_backoff);

@@ -112,22 +112,30 @@ impl R2Store {
             return Ok(());
         }
         let call = self.client.head_bucket().bucket(&self.bucket).send();
-        match self.ctx.bridge.run(async { tokio::time::timeout(self.bounded(), call).await }) {
-            Err(_) => Err(self.err(key, "no answer within the deadline")),
-            Ok(Ok(_)) => {
+        match self.bounded(key, call)? {
+            Ok(_) => {
                 let _ = self.bucket_seen.set(());
                 Ok(())
             }
-            Ok(Err(e)) => match classify(&e) {
+            Err(e) => match classify(&e) {
                 Failure::NotFound => Err(self.err(key, &format!("bucket {} does not exist", self.bucket))),
                 f => Err(self.fail(key, f)),
             },
         }
     }
 
-    /// A metadata call bounded by the deadline of every attempt together.
-    fn bounded(&self) -> Duration {
-        self.ctx.retry.deadline * self.ctx.retry.attempts + Duration::from_secs(30)
+    /// Run one metadata call (the SDK retries inside it) bounded by the deadline of every
+    /// attempt together; running past it is an error naming `key`.
+    fn bounded<F>(&self, key: &str, call: F) -> Result<F::Output, StoreError>
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        let limit = self.ctx.retry.deadline * self.ctx.retry.attempts + Duration::from_secs(30);
+        self.ctx
+            .bridge
+            .run(async { tokio::time::timeout(limit, call).await })
+            .map_err(|_| self.err(key, "no answer within the deadline"))
     }
 
     async fn multipart(&self, key: &str, src: &Path, size: u64) -> Result<(), StoreError> {
@@ -196,14 +204,13 @@ impl ObjectStore for R2Store {
 
     fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
         let call = self.client.head_object().bucket(&self.bucket).key(key).send();
-        match self.ctx.bridge.run(async { tokio::time::timeout(self.bounded(), call).await }) {
-            Err(_) => Err(self.err(key, "no answer within the deadline")),
-            Ok(Ok(h)) => Ok(Some(ObjectMeta {
+        match self.bounded(key, call)? {
+            Ok(h) => Ok(Some(ObjectMeta {
                 key: key.into(),
                 size: h.content_length().unwrap_or(0).max(0) as u64,
                 etag: h.e_tag().map(String::from),
             })),
-            Ok(Err(e)) => match classify(&e) {
+            Err(e) => match classify(&e) {
                 Failure::NotFound => self.confirm_bucket(key).map(|_| None),
                 f => Err(self.fail(key, f)),
             },
@@ -227,10 +234,7 @@ impl ObjectStore for R2Store {
                 },
             }
         };
-        self.ctx
-            .bridge
-            .run(async { tokio::time::timeout(self.bounded(), call).await })
-            .unwrap_or_else(|_| Err(self.err(key, "no answer within the deadline")))
+        self.bounded(key, call)?
     }
 
     fn get_to_file(&self, key: &str, dest: &Path) -> Result<u64, StoreError> {
@@ -287,10 +291,7 @@ impl ObjectStore for R2Store {
                 .prefix(prefix)
                 .set_continuation_token(token.clone())
                 .send();
-            let r = match self.ctx.bridge.run(async { tokio::time::timeout(self.bounded(), call).await }) {
-                Err(_) => return Err(self.err(prefix, "no answer within the deadline")),
-                Ok(r) => r.map_err(|e| self.fail(prefix, classify(&e)))?,
-            };
+            let r = self.bounded(prefix, call)?.map_err(|e| self.fail(prefix, classify(&e)))?;
             out.extend(r.contents().iter().map(|o| ObjectMeta {
                 key: o.key().unwrap_or_default().to_string(),
                 size: o.size().unwrap_or(0).max(0) as u64,
