@@ -203,7 +203,7 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         let (min, hi) = word_sums(&ocost[m][pi], &mut sums[g]);
         summed[g] = true;
         if min < bound {
-            bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min).0);
+            bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min));
         }
     }
     // Pass 2: enumerate (m, π, hexacodeword) in the fixed order m, π, word index; repair
@@ -211,7 +211,7 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // whose lower bound, or a word whose unrepaired sum, cannot beat the best so far or
     // exceeds the bound.
     let mut best_total = f32::INFINITY;
-    let mut best = (0usize, 0usize, 0usize, [(6usize, 0u8); 2]);
+    let mut best = (0usize, 0usize, 0usize);
     for m in 0..2 {
         for pi in 0..2 {
             let g = m * 2 + pi;
@@ -236,17 +236,19 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
                 if bsum >= best_total {
                     continue;
                 }
-                let (total, changes) = total_of(&t, m, pi, hi, bsum);
+                let total = total_of(&t, m, pi, hi, bsum);
                 if total < best_total {
                     best_total = total;
-                    best = (m, pi, hi, changes);
+                    best = (m, pi, hi);
                 }
             }
         }
     }
-    // Reconstruct the winner.
-    let (m, pi, hi, changes) = best;
+    // Reconstruct the winner, with its repair's column changes.
+    let (m, pi, hi) = best;
     let h = &HEXACODE[hi];
+    let off = parity_offset(&tables(m, pi), pi, m, h);
+    let changes = if off == 0 { [(6, 0); 2] } else { repair(&tables(m, pi), h, off).1 };
     let mut x = [0i32; N];
     for j in 0..6 {
         let mut kq = okq[m][pi][h[j] as usize][j];
@@ -357,20 +359,65 @@ fn word_sums(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
     (minv[c], mini[c] as usize * 4 + c)
 }
 
-/// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
+/// The (k, q) parity offset of a word from the group's (π, m): which parities a repair must change.
 #[inline(always)]
-fn total_of(t: &Tables, m: usize, pi: usize, hi: usize, bsum: f32) -> (f32, [(usize, u8); 2]) {
-    let h = &HEXACODE[hi];
+fn parity_offset(t: &Tables, pi: usize, m: usize, h: &[u8; 6]) -> u8 {
     let mut par = 0u8;
     for j in 0..6 {
         par ^= t.kq[h[j] as usize][j];
     }
-    let off = ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1);
+    ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1)
+}
+
+/// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
+#[inline(always)]
+fn total_of(t: &Tables, m: usize, pi: usize, hi: usize, bsum: f32) -> f32 {
+    let h = &HEXACODE[hi];
+    let off = parity_offset(t, pi, m, h);
     if off == 0 {
-        return (bsum, [(6, 0), (6, 0)]);
+        return bsum;
     }
-    let (fix, ch) = repair(t, h, off);
-    (bsum + fix, ch)
+    bsum + repair_cost(t, h, off)
+}
+
+/// The cost of [`repair`]'s change, the same f32 value, in one pass over the columns: the
+/// cheapest pair of changes of types u ≠ v in different columns uses the cheapest u or the
+/// cheapest v (f32 addition is monotone), so the two smallest penalties of each type decide
+/// it. NaN penalties are passed over, as `repair`'s strict comparisons pass them over, and
+/// penalties are never negative (an option's cost less the smallest of the four).
+#[inline(always)]
+fn repair_cost(t: &Tables, h: &[u8; 6], off: u8) -> f32 {
+    let off = off & 3;
+    let (u, v) = other_types(off);
+    // branch-free: which column is cheapest is a coin toss for the predictor
+    let mut single = f32::INFINITY;
+    let (mut u1, mut u2, mut uj) = (f32::INFINITY, f32::INFINITY, 6usize);
+    let (mut v1, mut v2, mut vj) = (f32::INFINITY, f32::INFINITY, 6usize);
+    let unnan = |p: f32| if p.is_nan() { f32::INFINITY } else { p };
+    for j in 0..6 {
+        let s = h[j] & 3;
+        single = single.min(t.pen(off, s, j));
+        let p = unnan(t.pen(u, s, j));
+        uj = if p < u1 { j } else { uj };
+        u2 = u2.min(u1.max(p));
+        u1 = u1.min(p);
+        let p = unnan(t.pen(v, s, j));
+        vj = if p < v1 { j } else { vj };
+        v2 = v2.min(v1.max(p));
+        v1 = v1.min(p);
+    }
+    let pair = if uj != vj { u1 + v1 } else { (u1 + v2).min(u2 + v1) };
+    single.min(pair)
+}
+
+/// The two nonzero change types other than `off`.
+#[inline(always)]
+fn other_types(off: u8) -> (u8, u8) {
+    match off {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    }
 }
 
 /// Cheapest change of at most two columns whose parity changes sum to `off` (1..=3).
@@ -386,12 +433,7 @@ fn repair(t: &Tables, h: &[u8; 6], off: u8) -> (f32, [(usize, u8); 2]) {
             ch = [(j, off), (6, 0)];
         }
     }
-    // the two other nonzero change types
-    let (u, v) = match off {
-        1 => (2u8, 3u8),
-        2 => (1, 3),
-        _ => (1, 2),
-    };
+    let (u, v) = other_types(off);
     let pv: [f32; 6] = std::array::from_fn(|l| t.pen(v, h[l] & 3, l));
     for j in 0..6 {
         let pj = t.pen(u, h[j] & 3, j);
@@ -437,30 +479,35 @@ pub fn norm(x: &Point) -> i64 {
     x.iter().map(|&v| (v as i64) * (v as i64)).sum()
 }
 
-/// Upper-triangular integer basis of Λ24 (row k has its pivot at column k, entries after
-/// the pivot reduced to 0..8). Product of pivots = det = 2³⁶.
-/// Each basis row's nonzero entries after its pivot, as (column, value).
-fn sparse_rows() -> &'static [Vec<(u8, i8)>; N] {
-    static S: OnceLock<[Vec<(u8, i8)>; N]> = OnceLock::new();
-    S.get_or_init(|| {
+/// 8·B⁻¹, an integer matrix (every denominator of B⁻¹ divides 8: the largest pivot), so a
+/// lattice point's basis coordinates are u = x · 8B⁻¹ / 8 with exact integer arithmetic.
+fn inverse8() -> &'static [[i32; N]; N] {
+    static M: OnceLock<[[i32; N]; N]> = OnceLock::new();
+    M.get_or_init(|| {
         let b = basis();
-        std::array::from_fn(|k| (k + 1..N).filter(|&i| b[k][i] != 0).map(|i| (i as u8, b[k][i] as i8)).collect())
-    })
-}
-
-/// log2 of each pivot of the basis (all are powers of two: their product is 2^36).
-fn pivot_shifts() -> &'static [u32; N] {
-    static S: OnceLock<[u32; N]> = OnceLock::new();
-    S.get_or_init(|| {
-        let b = basis();
-        std::array::from_fn(|k| {
-            let p = b[k][k];
-            assert!(p > 0 && (p as u32).is_power_of_two(), "pivot {k} = {p} is not a power of two");
-            p.trailing_zeros()
+        std::array::from_fn(|i| {
+            // solve u·B = 8·e_i top-down
+            let mut r = [0i64; N];
+            r[i] = 8;
+            let mut u = [0i64; N];
+            for k in 0..N {
+                let p = b[k][k] as i64;
+                assert_eq!(r[k] % p, 0, "8·B⁻¹ is not integral at ({i}, {k})");
+                u[k] = r[k] / p;
+                for j in k..N {
+                    r[j] -= u[k] * b[k][j] as i64;
+                }
+            }
+            u.map(|v| {
+                assert!(v.abs() < 1 << 10, "8·B⁻¹ entry {v} out of the range index_of assumes");
+                v as i32
+            })
         })
     })
 }
 
+/// Upper-triangular integer basis of Λ24 (row k has its pivot at column k, entries after
+/// the pivot reduced to 0..8). Product of pivots = det = 2³⁶.
 pub fn basis() -> &'static [[i32; N]; N] {
     static B: OnceLock<[[i32; N]; N]> = OnceLock::new();
     B.get_or_init(build_basis)
@@ -553,28 +600,88 @@ fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
 /// coordinates u_k mod q as the base-q number Σ u_k·q^k (for q = 4: two bits each,
 /// coordinate k at bits 2k..2k+1, 48 bits in all).
 pub fn index_of(x: &Point, q: u32) -> u64 {
-    let b = basis();
-    let (shifts, rows) = (pivot_shifts(), sparse_rows());
-    let mut r = [0i64; N];
-    for i in 0..N {
-        r[i] = x[i] as i64;
+    // the campaign's moduli get their own copy, so the remainders are by a constant
+    match q {
+        4 => index_of_q::<4>(x),
+        5 => index_of_q::<5>(x),
+        6 => index_of_q::<6>(x),
+        _ => index_of_dyn(x, q),
     }
+}
+
+fn index_of_q<const Q: u32>(x: &Point) -> u64 {
+    index_of_dyn(x, Q)
+}
+
+#[inline(always)]
+fn index_of_dyn(x: &Point, q: u32) -> u64 {
     let mut idx = 0u64;
     let mut place = 1u64;
-    for k in 0..N {
-        debug_assert_eq!(r[k] % b[k][k] as i64, 0, "not a lattice point");
-        // the pivots are positive powers of two and the division is exact: a shift
-        let u = r[k] >> shifts[k];
-        if u != 0 {
-            // basis row k past its pivot, nonzero entries only (187 of the 300)
-            for &(i, v) in &rows[k] {
-                r[i as usize] -= u * v as i64;
-            }
-        }
-        idx += u.rem_euclid(q as i64) as u64 * place;
+    for a in basis_coords8(x) {
+        debug_assert_eq!(a % 8, 0, "not a lattice point");
+        idx += (a >> 3).rem_euclid(q as i64) as u64 * place;
         place = place.wrapping_mul(q as u64);
     }
     idx
+}
+
+/// 8·u, the basis coordinates of `x` times 8: x · 8B⁻¹, row by row, each row one
+/// whole-width vector operation. In 32-bit lanes (AVX2 when the CPU has it) when the
+/// coordinates are small enough for the sums to fit, as every encoder point's are.
+fn basis_coords8(x: &Point) -> [i64; N] {
+    // |8B⁻¹| < 2^10, so |x_i| < 2^14 keeps each of the 24 products below 2^24 and the sum below 2^29
+    if x.iter().all(|&v| v.unsigned_abs() < 1 << 14) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
+            return unsafe { coords8_i32_avx2(x) }.map(|a| a as i64);
+        }
+        return coords8_i32(x).map(|a| a as i64);
+    }
+    let m = inverse8();
+    let mut acc = [0i64; N];
+    for (i, row) in m.iter().enumerate() {
+        for k in 0..N {
+            acc[k] += x[i] as i64 * row[k] as i64;
+        }
+    }
+    acc
+}
+
+/// [`coords8_i32`] with explicit 8-lane vectors: left to itself, the compiler vectorises
+/// across rows with gathers, slower than this by a factor of five.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn coords8_i32_avx2(x: &Point) -> [i32; N] {
+    use std::arch::x86_64::*;
+    let m = inverse8();
+    let mut acc = [_mm256_setzero_si256(); 3];
+    for (i, row) in m.iter().enumerate() {
+        let xi = _mm256_set1_epi32(x[i]);
+        for (c, a) in acc.iter_mut().enumerate() {
+            // SAFETY: row has 24 i32s, so [8c, 8c + 8) is in bounds; loadu needs no alignment
+            let r = unsafe { _mm256_loadu_si256(row.as_ptr().add(8 * c) as *const __m256i) };
+            *a = _mm256_add_epi32(*a, _mm256_mullo_epi32(xi, r));
+        }
+    }
+    let mut out = [0i32; N];
+    for (c, a) in acc.iter().enumerate() {
+        // SAFETY: out has 24 i32s, so [8c, 8c + 8) is in bounds; storeu needs no alignment
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(8 * c) as *mut __m256i, *a) };
+    }
+    out
+}
+
+#[inline(always)]
+fn coords8_i32(x: &Point) -> [i32; N] {
+    let m = inverse8();
+    let mut acc = [0i32; N];
+    for (i, row) in m.iter().enumerate() {
+        for k in 0..N {
+            acc[k] += x[i] * row[k];
+        }
+    }
+    acc
 }
 
 /// The canonical representative of an index: the point of its class in the Voronoi cell
@@ -591,9 +698,21 @@ pub fn point_of(idx: u64, q: u32) -> Point {
 }
 
 fn point_of_q<const Q: u32>(idx: u64) -> Point {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
+        return unsafe { point_of_avx2::<Q>(idx) };
+    }
     point_of_dyn(idx, Q)
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn point_of_avx2<const Q: u32>(idx: u64) -> Point {
+    point_of_dyn(idx, Q)
+}
+
+/// Inlined into callers compiled for AVX2 or not, with the decoder inlined in turn.
 #[inline(always)]
 fn point_of_dyn(idx: u64, q: u32) -> Point {
     let b = basis();
@@ -602,10 +721,9 @@ fn point_of_dyn(idx: u64, q: u32) -> Point {
     for k in 0..N {
         let u = (rest % q as u64) as i32;
         rest /= q as u64;
-        if u != 0 {
-            for i in k..N {
-                xp[i] += u * b[k][i];
-            }
+        // the whole row (zero before its pivot), so the loop is one vector operation
+        for i in 0..N {
+            xp[i] += u * b[k][i];
         }
     }
     let inv = 1.0 / q as f32;
@@ -613,7 +731,7 @@ fn point_of_dyn(idx: u64, q: u32) -> Point {
     for i in 0..N {
         y[i] = xp[i] as f32 * inv;
     }
-    let l = decode_unweighted(&y);
+    let l = decode_portable(&y, &[1.0; N]);
     let mut x = [0i32; N];
     for i in 0..N {
         x[i] = xp[i] - q as i32 * l[i];
@@ -625,6 +743,32 @@ fn point_of_dyn(idx: u64, q: u32) -> Point {
 /// (the packing radius² of qΛ24 is 8q²).
 pub fn safe_norm(q: u32) -> i64 {
     8 * (q as i64) * (q as i64)
+}
+
+/// A sufficient test, without a decode, that `x` lies strictly inside the Voronoi cell of
+/// qΛ24 (so it is its own canonical representative): its norm is below 8q², or below 12q²
+/// with ⟨x, v⟩ < 16q for every minimal vector v of Λ24. Below 12q² only minimal vectors can
+/// matter: for the other Voronoi-relevant vectors (norm 48), Cauchy–Schwarz gives
+/// ⟨x, v⟩ < √(12q²·48) = 24q = q|v|²/2. ⟨x, v⟩ is bounded per shape of minimal vector:
+/// (±4², 0²²) by 4(|x|₍₁₎ + |x|₍₂₎), (±2⁸, 0¹⁶) by 2·(sum of the eight largest |xᵢ|), and
+/// (∓3, ±1²³) by Σ|xᵢ| + 2·max|xᵢ|. False says nothing.
+pub fn surely_inside(x: &Point, q: u32) -> bool {
+    let n = norm(x);
+    let q = q as i64;
+    if n < 8 * q * q {
+        return true;
+    }
+    if n >= 12 * q * q {
+        return false;
+    }
+    let mut a = x.map(|v| v.unsigned_abs() as i64);
+    let sum: i64 = a.iter().sum();
+    // the eight largest, in decreasing order, in front
+    a.select_nth_unstable_by(7, |p, q| q.cmp(p));
+    let top8 = &mut a[..8];
+    top8.sort_unstable_by(|p, q| q.cmp(p));
+    let lim = 16 * q;
+    4 * (top8[0] + top8[1]) < lim && 2 * top8.iter().sum::<i64>() < lim && sum + 2 * top8[0] < lim
 }
 
 #[cfg(test)]
@@ -836,5 +980,57 @@ pub(crate) mod tests {
             }
         }
         assert!(moved < 2000);
+    }
+
+    /// `surely_inside` must never call a point inside the cell that `point_of` would move,
+    /// and must decide a good share of the points between the packing radius and 12q².
+    #[test]
+    fn surely_inside_is_sound_and_useful() {
+        let mut rng = Rng(41);
+        for q in [4u32, 5, 6] {
+            let (mut band, mut decided) = (0, 0);
+            for _ in 0..4000 {
+                let scale = (2.0 + 1.2 * rng.uniform()) * q as f32 / 4.0;
+                let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
+                let x = decode_unweighted(&y);
+                let n = norm(&x);
+                let inside = surely_inside(&x, q);
+                if inside {
+                    assert_eq!(point_of(index_of(&x, q), q), x, "q={q}: {x:?} is not canonical");
+                }
+                if n >= safe_norm(q) && n < 12 * (q * q) as i64 {
+                    band += 1;
+                    decided += inside as u32;
+                }
+            }
+            assert!(band > 200 && decided * 10 > band, "q={q}: {decided} of {band} decided");
+        }
+        // on the boundary: x = 2v for a minimal vector v of shape (±2⁸) has ⟨x, v⟩ = 64 = 16q at
+        // q = 4, tied with 4v; the bound must not call it inside
+        let octad = crate::codec::golay::codewords().into_iter().find(|c| c.count_ones() == 8).unwrap();
+        let x: Point = std::array::from_fn(|i| if octad >> i & 1 == 1 { 4 } else { 0 });
+        assert!(is_lattice_point(&x));
+        assert!(!surely_inside(&x, 4));
+    }
+
+    /// The 32-bit (AVX2 and portable) and 64-bit paths of `index_of` agree, and the index is
+    /// a class invariant: adding q·w for a lattice point w, however long, changes nothing.
+    #[test]
+    fn index_is_a_class_invariant_on_every_path() {
+        let mut rng = Rng(43);
+        for _ in 0..500 {
+            let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * 3.0);
+            let x = decode_unweighted(&y);
+            let small = coords8_i32(&x).map(|a| a as i64);
+            assert_eq!(basis_coords8(&x), small);
+            let w = decode_unweighted(&std::array::from_fn(|_| rng.gauss() * 3.0));
+            for q in [4u32, 5, 6] {
+                for big in [1i32, 1 << 13] {
+                    let moved: Point = std::array::from_fn(|i| x[i] + q as i32 * big * w[i]);
+                    assert!(is_lattice_point(&moved));
+                    assert_eq!(index_of(&moved, q), index_of(&x, q), "q={q}, w×{big}");
+                }
+            }
+        }
     }
 }
