@@ -655,19 +655,24 @@ fn basis_coords8(x: &Point) -> [i64; N] {
 unsafe fn coords8_i32_avx2(x: &Point) -> [i32; N] {
     use std::arch::x86_64::*;
     let m = inverse8();
-    let mut acc = [_mm256_setzero_si256(); 3];
+    let (mut a0, mut a1, mut a2) = (_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256());
     for (i, row) in m.iter().enumerate() {
         let xi = _mm256_set1_epi32(x[i]);
-        for (c, a) in acc.iter_mut().enumerate() {
-            // SAFETY: row has 24 i32s, so [8c, 8c + 8) is in bounds; loadu needs no alignment
-            let r = unsafe { _mm256_loadu_si256(row.as_ptr().add(8 * c) as *const __m256i) };
-            *a = _mm256_add_epi32(*a, _mm256_mullo_epi32(xi, r));
-        }
+        let p = row.as_ptr() as *const __m256i;
+        // SAFETY: a row is 24 i32s = three 8-lane vectors; loadu needs no alignment
+        let (r0, r1, r2) =
+            unsafe { (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(2))) };
+        a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(xi, r0));
+        a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(xi, r1));
+        a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(xi, r2));
     }
     let mut out = [0i32; N];
-    for (c, a) in acc.iter().enumerate() {
-        // SAFETY: out has 24 i32s, so [8c, 8c + 8) is in bounds; storeu needs no alignment
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(8 * c) as *mut __m256i, *a) };
+    let o = out.as_mut_ptr() as *mut __m256i;
+    // SAFETY: out is 24 i32s = three 8-lane vectors; storeu needs no alignment
+    unsafe {
+        _mm256_storeu_si256(o, a0);
+        _mm256_storeu_si256(o.add(1), a1);
+        _mm256_storeu_si256(o.add(2), a2);
     }
     out
 }
