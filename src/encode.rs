@@ -20,6 +20,8 @@ pub enum EncodeError {
     Mismatch(Vec<String>),
     #[error("{0}")]
     Dequant(#[from] dequant::DequantError),
+    #[error("{path}: {tensor} row {row}, column {col} is {value}; the f16 truth must hold finite weights")]
+    NonFinite { path: PathBuf, tensor: String, row: usize, col: usize, value: f32 },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -351,6 +353,15 @@ fn encode_one(
         let nr = chunk_rows.min(rows - r0);
         let vals = &mut buf[..nr * ne0];
         dequant::to_f32(ft.ty, &src[r0 * src_row..(r0 + nr) * src_row], ne0, vals)?;
+        if let Some(i) = vals.iter().position(|v| !v.is_finite()) {
+            return Err(EncodeError::NonFinite {
+                path: f16.path.clone(),
+                tensor: ft.name.clone(),
+                row: r0 + i / ne0,
+                col: i % ne0,
+                value: vals[i],
+            });
+        }
         let (bytes, s) =
             kaiju1::encode_tensor(vals, ne0, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts);
         w.write_part(&bytes)?;

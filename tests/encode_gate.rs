@@ -136,3 +136,52 @@ fn mint_gate_reproduces_the_measured_qspec() {
     assert_eq!(q.expect_token, 7042);
     assert!(q.clone().classify().is_gate());
 }
+
+/// A weight that is not finite in the f16 truth is refused by name and place, with no output.
+#[test]
+fn non_finite_weights_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "blk.0.attn_q.weight";
+    let model = |path: &std::path::Path, bad: bool| {
+        let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
+        let plans = vec![kaiju::gguf::TensorPlan {
+            name: name.into(),
+            dims: vec![48, 2],
+            ty: kaiju::gguf::types::F32,
+            size: 384,
+        }];
+        let mut vals = vec![0.01f32; 96];
+        if bad {
+            vals[48 + 5] = f32::NAN;
+        }
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut w = kaiju::gguf::GgufWriter::create(path, &meta, plans).unwrap();
+        w.write_tensor(name, &bytes).unwrap();
+        w.finish().unwrap();
+    };
+    let (f16, base) = (dir.path().join("truth.gguf"), dir.path().join("base.gguf"));
+    model(&f16, true);
+    model(&base, false);
+    // a legacy .dat imatrix: entry count, then name length, name, ncall, nval, values
+    let imatrix = dir.path().join("m.imatrix");
+    let mut dat = Vec::new();
+    dat.extend(1i32.to_le_bytes());
+    dat.extend((name.len() as i32).to_le_bytes());
+    dat.extend(name.as_bytes());
+    dat.extend(1i32.to_le_bytes());
+    dat.extend(48i32.to_le_bytes());
+    dat.extend((0..48).flat_map(|_| 1f32.to_le_bytes()));
+    std::fs::write(&imatrix, dat).unwrap();
+    let job = EncodeJob {
+        f16: f16.clone(),
+        imatrix,
+        base,
+        out: dir.path().join("never.knot"),
+        telemetry: None,
+        opts: EncodeOptions::default(),
+        quiet: true,
+    };
+    let e = encode::run(&job).unwrap_err().to_string();
+    assert!(e.contains(&format!("{}: {name} row 1, column 5 is NaN", f16.display())), "{e}");
+    assert!(!dir.path().join("never.knot").exists(), "no half-written output");
+}
