@@ -223,6 +223,35 @@ mod cloudbuild_tests {
         assert!(y.contains("run the IQ-ladder first"));
     }
 
+    /// The ship step's shell, run as Cloud Build would (substitutions expanded, `$$` → `$`)
+    /// with `aws` stubbed: it ships to the bucket the base knot came from, not a fixed one.
+    #[test]
+    fn ship_step_writes_to_the_campaign_r2_bucket() {
+        let y = include_str!("../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find("- id: ship").expect("a ship step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        let mut sh: String = body
+            .lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect();
+        for (k, v) in [
+            ("_BASE_URI", "r2://my-knots/models/m.knot"),
+            ("_SHIP_PREFIX", "models/"),
+            ("_MODEL_ID", "m"),
+            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+        ] {
+            sh = sh.replace(&format!("${{{k}}}"), v);
+        }
+        let sh = format!("aws() {{ echo \"$*\"; }}\nR2_ENDPOINT=https://r2.example\n{}", sh.replace("$$", "$"));
+        let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = String::from_utf8_lossy(&out.stdout);
+        for f in ["m-kaiju1.telemetry.json", "m-kaiju1.gate.log", "m-kaiju1.knot"] {
+            assert!(out.contains(&format!("s3://my-knots/models/{f}")), "{f} not shipped to my-knots:\n{out}");
+        }
+    }
+
     #[test]
     fn ladder_config_declares_the_feeder_keys() {
         let y = include_str!("../../cloudbuild/cloudbuild-iq-ladder.yaml");
