@@ -1,6 +1,7 @@
 //! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
 
 use super::queue::{Entry, Tag};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus};
 use crate::config::CostConfig;
 use serde::Serialize;
 
@@ -52,6 +53,45 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
         disk_gb: disk,
         flags,
     }
+}
+
+/// The cost model calibrated by the campaign's own finished builds: for each build kind with
+/// at least one successful build of a model in the queue, the median over those builds of
+/// run time × 7 / params_b (hours per 7B) replaces the configured figure. The configured
+/// figures (the campaign's prior, e.g. the legacy encoder's 8–12 h per 7B) stand until a
+/// build of that kind has succeeded. Linear in parameters like the model itself, so a
+/// small model's fixed overheads make the large ones' estimates err on the long side.
+/// `params_b(id)` gives a queued model's size.
+pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds: &[BuildInfo]) -> CostConfig {
+    let per_7b = |kind: BuildKind| {
+        let mut v: Vec<f64> = builds
+            .iter()
+            .filter(|b| b.kind == Some(kind) && b.status == BuildStatus::Success)
+            .filter_map(|b| {
+                let (start, finish) = (b.start_time?, b.finish_time?);
+                let id = b.model()?;
+                let params = params_b(&id)?;
+                (params > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / params)
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| {
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        })
+    };
+    let mut out = c.clone();
+    if let Some(h) = per_7b(BuildKind::Encode) {
+        out.encode_hours_per_7b = h;
+    }
+    if let Some(h) = per_7b(BuildKind::Feeder) {
+        out.ladder_hours_per_7b = h;
+    }
+    out
 }
 
 /// Makespan of `jobs` on `n` machines by longest-processing-time-first.
@@ -165,5 +205,57 @@ mod tests {
         assert_eq!(makespan(&[1.0, 1.0], 5), 1.0);
         let p = plan(&q, &c, |e| (e.id == "b", false));
         assert_eq!(p.models.len(), 2);
+    }
+
+    fn build(kind: BuildKind, model: &str, status: BuildStatus, start: f64, finish: Option<f64>) -> BuildInfo {
+        let spec = crate::backend::builds::BuildSpec {
+            kind,
+            model_id: model.into(),
+            substitutions: Default::default(),
+            tags: vec![],
+        };
+        BuildInfo {
+            status,
+            start_time: Some(start),
+            finish_time: finish,
+            ..BuildInfo::queued("b".into(), &spec, start)
+        }
+    }
+
+    #[test]
+    fn finished_builds_calibrate_the_hours_per_7b() {
+        let c = CostConfig::default();
+        let q = [e("small", 0.5, Tag::ReadyNow), e("mid", 1.5, Tag::ReadyNow), e("big", 70.0, Tag::AutoFeed)];
+        // nothing finished: the configured prior
+        let params = |id: &str| q.iter().find(|e| e.id == id).map(|e| e.params_b);
+        assert_eq!(calibrated(&c, params, &[]), c);
+        let h = 3600.0;
+        let builds = vec![
+            // encodes: 0.5B in 0.1 h → 1.4 h/7B; 1.5B in 0.6 h → 2.8 h/7B; 1.5B in 0.3 h → 1.4 h/7B
+            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(0.1 * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, 0.0, Some(0.6 * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, h, Some(1.3 * h)),
+            // ignored: failed, still running, or of a model not in the queue
+            build(BuildKind::Encode, "small", BuildStatus::Failure, 0.0, Some(50.0 * h)),
+            build(BuildKind::Encode, "big", BuildStatus::Working, 0.0, None),
+            build(BuildKind::Encode, "gone", BuildStatus::Success, 0.0, Some(90.0 * h)),
+            // one feeder: 0.5B in 0.25 h → 3.5 h/7B
+            build(BuildKind::Feeder, "small", BuildStatus::Success, 0.0, Some(0.25 * h)),
+        ];
+        let k = calibrated(&c, params, &builds);
+        assert!((k.encode_hours_per_7b - 1.4).abs() < 1e-9, "{}", k.encode_hours_per_7b);
+        assert!((k.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k.ladder_hours_per_7b);
+        assert_eq!(
+            CostConfig {
+                encode_hours_per_7b: c.encode_hours_per_7b,
+                ladder_hours_per_7b: c.ladder_hours_per_7b,
+                ..k.clone()
+            },
+            c
+        );
+        // the 70B estimate follows: 10 × 1.4 h encode + 10 × 3.5 h ladder, and no step-timeout flag
+        let big = estimate(&q[2], true, &k);
+        assert!((big.encode_h - 14.0).abs() < 1e-9 && (big.ladder_h - 35.0).abs() < 1e-9);
+        assert!(!big.flags.iter().any(|f| f.contains("encode step timeout")), "{:?}", big.flags);
     }
 }

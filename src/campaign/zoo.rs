@@ -64,6 +64,7 @@ pub fn rows(
     markers: &MarkerSet,
     c: &CostConfig,
 ) -> Vec<ZooRow> {
+    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.params_b), builds);
     let unknown = ModelInventory {
         f16: Probe::Unknown("not probed".into()),
         imatrix: Probe::Unknown("not probed".into()),

@@ -465,7 +465,11 @@ impl App {
     pub fn remaining(&self, b: &BuildInfo) -> f64 {
         let Some(r) = self.rows.iter().find(|r| Some(&r.id) == b.model().as_ref()) else { return 0.0 };
         let h = match b.kind {
-            Some(BuildKind::Feeder) => r.estimate.ladder_h.max(r.params_b / 7.0 * self.cost.ladder_hours_per_7b),
+            Some(BuildKind::Feeder) => {
+                let params = |id: &str| self.rows.iter().find(|r| r.id == id).map(|r| r.params_b);
+                let per_7b = crate::campaign::cost::calibrated(&self.cost, params, &self.builds).ladder_hours_per_7b;
+                r.estimate.ladder_h.max(r.params_b / 7.0 * per_7b)
+            }
             _ => r.estimate.encode_h,
         };
         (h * 3600.0 - b.elapsed(self.now)).max(0.0)
