@@ -73,6 +73,9 @@ pub struct EncodeArgs {
     /// Voronoi modulus q of the codebook Λ24/qΛ24: 4 = 2.25 bpw (default), 5 = 2.58, 6 = 2.92
     #[arg(long, default_value_t = 4)]
     pub modulus: u32,
+    /// per-kind variants overriding --modulus, e.g. attn_v=6,ffn_down=5 (mixed precision)
+    #[arg(long, default_value = "")]
+    pub mix: String,
     /// weight the search by importance × sqrt(σ² + w²) (llama.cpp's IQ rule)
     #[arg(long)]
     pub magnitude: bool,
@@ -265,6 +268,7 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             search: a.search,
             magnitude: a.magnitude,
         },
+        mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
         quiet: a.quiet,
     };
     let t = crate::encode::run(&job)?;

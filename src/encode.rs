@@ -38,7 +38,74 @@ pub struct EncodeJob {
     pub out: PathBuf,
     pub telemetry: Option<PathBuf>,
     pub opts: EncodeOptions,
+    /// Per-kind variant overrides; every other encoded tensor uses `opts.variant`.
+    pub mix: Mix,
     pub quiet: bool,
+}
+
+/// The matmul kinds (tensor name tails without `blk.N.` and `.weight`).
+const KINDS: [&str; 13] = [
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_qkv",
+    "attn_output",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+    "ffn_gate_up",
+    "ffn_gate_exps",
+    "ffn_up_exps",
+    "ffn_down_exps",
+    "ffn_gate_up_exps",
+];
+
+/// A mixed-precision policy: the KAIJU1 variant of some matmul kinds, overriding the default
+/// (`--mix attn_v=6,ffn_down=5`), as llama.cpp's 2-bit types spend more bits on `attn_v` and
+/// `ffn_down`. Each tensor's type id says its variant, so a reader needs nothing else.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mix(pub Vec<(String, kaiju1::Variant)>);
+
+impl Mix {
+    /// Parse `kind=q[,kind=q…]` (empty: no overrides).
+    pub fn parse(s: &str) -> Result<Mix, String> {
+        let mut out: Vec<(String, kaiju1::Variant)> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (kind, q) = item.split_once('=').ok_or_else(|| format!("{item:?}: expected KIND=Q, e.g. attn_v=6"))?;
+            let kind = kind.trim();
+            if !KINDS.contains(&kind) {
+                return Err(format!("{kind:?}: expected a matmul kind ({})", KINDS.join(", ")));
+            }
+            let v = q
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .and_then(kaiju1::Variant::new)
+                .ok_or_else(|| format!("{kind}={q}: expected the Voronoi modulus 4, 5 or 6"))?;
+            if out.iter().any(|(k, _)| k == kind) {
+                return Err(format!("{kind}: given twice"));
+            }
+            out.push((kind.to_string(), v));
+        }
+        Ok(Mix(out))
+    }
+
+    /// The variant of tensor `name` under this policy.
+    pub fn variant_for(&self, name: &str, default: kaiju1::Variant) -> kaiju1::Variant {
+        let kind = name.split('.').nth(2).unwrap_or("");
+        self.0.iter().find(|(k, _)| k == kind).map(|&(_, v)| v).unwrap_or(default)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Display for Mix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={}", v.q)).collect();
+        f.write_str(&parts.join(","))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +114,8 @@ pub struct TensorTelemetry {
     pub shape: Vec<u64>,
     pub source_type: String,
     pub weights: u64,
+    /// the KAIJU1 variant's Voronoi modulus
+    pub modulus: u32,
     pub bpw: f64,
     pub weighted_rel_mse: f64,
     pub rel_mse: f64,
@@ -62,6 +131,8 @@ pub struct Telemetry {
     pub out: String,
     pub threads: usize,
     pub search: u8,
+    pub modulus: u32,
+    pub mix: String,
     pub encoded: Vec<TensorTelemetry>,
     pub copied: Vec<String>,
     pub totals: Totals,
@@ -105,22 +176,7 @@ pub fn is_matmul_weight(name: &str) -> bool {
     if layer.parse::<u32>().is_err() {
         return false;
     }
-    const KINDS: [&str; 13] = [
-        "attn_q.weight",
-        "attn_k.weight",
-        "attn_v.weight",
-        "attn_qkv.weight",
-        "attn_output.weight",
-        "ffn_gate.weight",
-        "ffn_up.weight",
-        "ffn_down.weight",
-        "ffn_gate_up.weight",
-        "ffn_gate_exps.weight",
-        "ffn_up_exps.weight",
-        "ffn_down_exps.weight",
-        "ffn_gate_up_exps.weight",
-    ];
-    KINDS.contains(&tail)
+    tail.strip_suffix(".weight").is_some_and(|k| KINDS.contains(&k))
 }
 
 /// The tensors of `base` that will be re-encoded (by name), after checking that the three
@@ -235,13 +291,15 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         rayon::join(|| sha256_file(&job.f16), || rayon::join(|| sha256_file(&job.imatrix), || sha256_file(&job.base)));
     let sources = Sources { f16_sha256: h1?, imatrix_sha256: h2?, base_sha256: h3? };
 
+    let variant_of = |name: &str| job.mix.variant_for(name, job.opts.variant);
     let plans: Vec<TensorPlan> = base
         .tensors
         .iter()
         .map(|t| {
             if sel.contains(t.name.as_str()) {
-                let size = kaiju1::row_bytes(t.ne0() as usize, job.opts.variant) as u64 * t.n_rows();
-                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(job.opts.variant.type_id()), size }
+                let v = variant_of(&t.name);
+                let size = kaiju1::row_bytes(t.ne0() as usize, v) as u64 * t.n_rows();
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(v.type_id()), size }
             } else {
                 TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size }
             }
@@ -257,6 +315,9 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     meta.push(("kaiju.codec".into(), Value::str(CODEC_NAME)));
     meta.push(("kaiju.type_id".into(), Value::U32(job.opts.variant.type_id())));
     meta.push(("kaiju.voronoi_modulus".into(), Value::U32(job.opts.variant.q)));
+    if !job.mix.is_empty() {
+        meta.push(("kaiju.mix".into(), Value::str(&job.mix.to_string())));
+    }
     meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
     meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
     meta.push(("kaiju.encoded_tensors".into(), Value::U32(selected.len() as u32)));
@@ -278,7 +339,8 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         }
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
         let t1 = Instant::now();
-        let st = encode_one(&f16, ft, &im, job.opts, &mut w, &mut prog)?;
+        let variant = variant_of(&bt.name);
+        let st = encode_one(&f16, ft, &im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?;
         let secs = t1.elapsed().as_secs_f64();
         enc_secs += secs;
         total.add(&st);
@@ -287,7 +349,8 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
             shape: bt.dims.clone(),
             source_type: ft.ty.name(),
             weights: bt.n_elements(),
-            bpw: kaiju1::bpw(bt.ne0() as usize, job.opts.variant),
+            modulus: variant.q,
+            bpw: kaiju1::bpw(bt.ne0() as usize, variant),
             weighted_rel_mse: st.weighted_rel_mse(),
             rel_mse: st.rel_mse(),
             sqnr_db: st.sqnr_db(),
@@ -304,6 +367,8 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         out: job.out.display().to_string(),
         threads,
         search: job.opts.search,
+        modulus: job.opts.variant.q,
+        mix: job.mix.to_string(),
         totals: Totals {
             encoded_tensors: encoded.len(),
             copied_tensors: copied.len(),
@@ -385,6 +450,27 @@ mod tests {
         assert!(!is_matmul_weight("token_embd.weight"));
         assert!(!is_matmul_weight("output.weight"));
         assert!(!is_matmul_weight("blk.x.attn_q.weight"));
+    }
+
+    #[test]
+    fn mix_parses_and_picks_the_variant_by_kind() {
+        let v = |q| kaiju1::Variant::new(q).unwrap();
+        let m = Mix::parse("attn_v=6, ffn_down=5").unwrap();
+        assert_eq!(m.to_string(), "attn_v=6,ffn_down=5");
+        assert_eq!(m.variant_for("blk.3.attn_v.weight", v(4)), v(6));
+        assert_eq!(m.variant_for("blk.12.ffn_down.weight", v(4)), v(5));
+        assert_eq!(m.variant_for("blk.12.ffn_down_exps.weight", v(4)), v(4));
+        assert_eq!(m.variant_for("blk.0.attn_q.weight", v(5)), v(5));
+        assert_eq!(Mix::parse("").unwrap(), Mix::default());
+        for (bad, says) in [
+            ("attn_v", "expected KIND=Q"),
+            ("attn_x=6", "expected a matmul kind"),
+            ("attn_v=7", "expected the Voronoi modulus"),
+            ("attn_v=6,attn_v=5", "given twice"),
+        ] {
+            let e = Mix::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

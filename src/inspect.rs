@@ -66,7 +66,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     }
     let mut by_type: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     writeln!(s, "tensors ({}):", g.tensors.len())?;
-    writeln!(s, "  {:<36} {:<8} {:<22} {:>12} {:>6}", "name", "type", "shape", "bytes", "bpw")?;
+    writeln!(s, "  {:<36} {:<9} {:<22} {:>12} {:>6}", "name", "type", "shape", "bytes", "bpw")?;
     for t in &g.tensors {
         let e = by_type.entry(t.ty.name()).or_default();
         e.0 += 1;
@@ -75,7 +75,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
         let bpw = t.size as f64 * 8.0 / t.n_elements() as f64;
         writeln!(
             s,
-            "  {:<36} {:<8} {:<22} {:>12} {:>6.3}{}",
+            "  {:<36} {:<9} {:<22} {:>12} {:>6.3}{}",
             t.name,
             t.ty.name(),
             format!("{:?}", t.dims),
@@ -88,7 +88,7 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     for (ty, (n, el, by)) in &by_type {
         writeln!(
             s,
-            "  {ty:<8} {n:>4} tensors {el:>12} weights {:>10} {:.3} bpw",
+            "  {ty:<9} {n:>4} tensors {el:>12} weights {:>10} {:.3} bpw",
             human(*by),
             *by as f64 * 8.0 / *el as f64
         )?;

@@ -16,6 +16,7 @@ fn encode(dir: &std::path::Path, q: u32) -> (std::path::PathBuf, encode::Telemet
         out: out.clone(),
         telemetry: Some(dir.join(format!("smol-q{q}.telemetry.json"))),
         opts: EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() },
+        mix: Default::default(),
         quiet: true,
     };
     let t = encode::run(&job).unwrap();
@@ -119,6 +120,7 @@ fn mismatched_inputs_are_listed() {
         out: dir.path().join("never.knot"),
         telemetry: None,
         opts: EncodeOptions::default(),
+        mix: Default::default(),
         quiet: true,
     };
     let e = encode::run(&job).unwrap_err().to_string();
@@ -179,9 +181,88 @@ fn non_finite_weights_are_refused() {
         out: dir.path().join("never.knot"),
         telemetry: None,
         opts: EncodeOptions::default(),
+        mix: Default::default(),
         quiet: true,
     };
     let e = encode::run(&job).unwrap_err().to_string();
     assert!(e.contains(&format!("{}: {name} row 1, column 5 is NaN", f16.display())), "{e}");
     assert!(!dir.path().join("never.knot").exists(), "no half-written output");
+}
+
+/// `--mix`: the listed kinds get their own variant (type id, size, telemetry), every other
+/// encoded tensor the default; the reader dequantizes each by its own type id, and the
+/// finer variant is the closer one.
+#[test]
+fn a_mix_gives_each_kind_its_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cols, rows) = (96usize, 8usize);
+    let names = ["blk.0.attn_q.weight", "blk.0.attn_v.weight"];
+    // the same pseudo-random rows in both tensors, so only the variant differs
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let vals: Vec<f32> = (0..cols * rows)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let path = dir.path().join("truth.gguf");
+    let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
+    let plans = names
+        .iter()
+        .map(|n| kaiju::gguf::TensorPlan {
+            name: n.to_string(),
+            dims: vec![cols as u64, rows as u64],
+            ty: kaiju::gguf::types::F32,
+            size: bytes.len() as u64,
+        })
+        .collect();
+    let mut w = kaiju::gguf::GgufWriter::create(&path, &meta, plans).unwrap();
+    for n in names {
+        w.write_tensor(n, &bytes).unwrap();
+    }
+    w.finish().unwrap();
+    let imatrix = dir.path().join("m.imatrix");
+    let mut dat = Vec::new();
+    dat.extend(2i32.to_le_bytes());
+    for n in names {
+        dat.extend((n.len() as i32).to_le_bytes());
+        dat.extend(n.as_bytes());
+        dat.extend(1i32.to_le_bytes());
+        dat.extend((cols as i32).to_le_bytes());
+        dat.extend((0..cols).flat_map(|_| 1f32.to_le_bytes()));
+    }
+    std::fs::write(&imatrix, dat).unwrap();
+    let out = dir.path().join("mixed.knot");
+    let job = EncodeJob {
+        f16: path.clone(),
+        imatrix,
+        base: path,
+        out: out.clone(),
+        telemetry: None,
+        opts: EncodeOptions::default(),
+        mix: encode::Mix::parse("attn_v=6").unwrap(),
+        quiet: true,
+    };
+    let t = encode::run(&job).unwrap();
+    assert_eq!(t.encoded.iter().map(|e| e.modulus).collect::<Vec<_>>(), vec![4, 6]);
+    assert_eq!(t.mix, "attn_v=6");
+    let g = Gguf::open(&out).unwrap();
+    assert_eq!(g.get_str("kaiju.mix"), Some("attn_v=6"));
+    let mut errs = Vec::new();
+    for (n, q) in names.iter().zip([4, 6]) {
+        let ti = g.tensor(n).unwrap();
+        assert_eq!(ti.ty.kaiju(), Variant::new(q), "{n}");
+        assert_eq!(ti.size as usize, kaiju::codec::kaiju1::row_bytes(cols, Variant::new(q).unwrap()) * rows);
+        let back = kaiju::gguf::dequant::to_f32_vec(ti.ty, g.data(ti), cols, cols * rows).unwrap();
+        errs.push(vals.iter().zip(&back).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>());
+    }
+    assert!(errs[1] < errs[0] * 0.7, "q=6 should be well closer than q=4: {errs:?}");
+    // the overall bpw counts each tensor at its own rate
+    let want = (kaiju::codec::kaiju1::bpw(cols, Variant::new(4).unwrap())
+        + kaiju::codec::kaiju1::bpw(cols, Variant::new(6).unwrap()))
+        / 2.0;
+    assert!((t.totals.bpw - want).abs() < 1e-9, "{} vs {want}", t.totals.bpw);
 }

@@ -180,6 +180,8 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
         out: out.clone(),
         telemetry: Some(out.with_extension("telemetry.json")),
         opts: crate::codec::kaiju1::EncodeOptions { search, variant, ..Default::default() },
+        mix: crate::encode::Mix::parse(cx.spec.substitutions.get("_MIX").map(String::as_str).unwrap_or(""))
+            .map_err(|e| format!("_MIX: {e}"))?,
         quiet: true,
     };
     let t = crate::encode::run(&job).map_err(|e| e.to_string())?;

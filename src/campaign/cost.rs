@@ -169,6 +169,7 @@ mod tests {
             family: "llama".into(),
             hf_source: None,
             modulus: None,
+            mix: None,
             tag,
             comment: None,
             line: 1,

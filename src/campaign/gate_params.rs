@@ -15,7 +15,7 @@ pub enum ParamsError {
 /// Defaults of the shipped cloudbuild-kaiju-encode.yaml (the campaign's qwen2.5-7b build).
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 16] = [
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 17] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -32,6 +32,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 16] = [
     ("_PPL_MAX", ""),
     ("_SEARCH", "0"),
     ("_MODULUS", "4"),
+    ("_MIX", ""),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
@@ -94,6 +95,7 @@ pub fn encode_params(
         ("_PPL_MAX", ppl_max.map(|p| p.to_string()).unwrap_or_default()),
         ("_SEARCH", search.to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
+        ("_MIX", e.mix.clone().unwrap_or_default()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -152,6 +154,7 @@ mod tests {
             family: "qwen2".into(),
             hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
             modulus: None,
+            mix: None,
             tag: Tag::ReadyNow,
             comment: None,
             line: 1,
@@ -189,6 +192,10 @@ mod tests {
         let g = render(&m, Format::GcloudSubst);
         assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
+        // the queue's q= and mix= reach the encode step
+        let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), ..entry("x") };
+        let m = encode_params(&e, &qspec(), &b, 0, None).unwrap();
+        assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
     }
 }
 
@@ -211,7 +218,7 @@ mod cloudbuild_tests {
     fn encode_config_declares_exactly_the_mapping_with_qwen_defaults() {
         let y = include_str!("../../cloudbuild/cloudbuild-kaiju-encode.yaml");
         let subs = substitutions(y);
-        assert_eq!(subs.len(), 16);
+        assert_eq!(subs.len(), 17);
         let want: Vec<(String, String)> =
             QWEN25_7B_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(subs, want);

@@ -1,7 +1,7 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<4|5|6>]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<4|5|6>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
 //! ```
 //!
 //! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
@@ -50,6 +50,8 @@ pub struct Entry {
     pub hf_source: Option<String>,
     /// KAIJU1 Voronoi modulus for this model (`q=`; default 4 = 2.25 bpw).
     pub modulus: Option<u32>,
+    /// Per-kind KAIJU1 variants overriding `q=` (`mix=attn_v=6,ffn_down=5`; see `--mix`).
+    pub mix: Option<String>,
     pub tag: Tag,
     /// Text after `#` on the line (the reason for HOLD / OUT-OF-SCOPE, or any note).
     pub comment: Option<String>,
@@ -109,7 +111,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
     if !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
         return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
     }
-    let (mut params, mut family, mut hf, mut tag, mut modulus) = (None, None, None, None, None);
+    let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
     for t in &toks[1..] {
         if let Some(v) = t.strip_prefix("params=") {
             params = Some(
@@ -129,13 +131,16 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                     .filter(|q| (4..=6).contains(q))
                     .ok_or_else(|| err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 4, 5 or 6")))?,
             );
+        } else if let Some(v) = t.strip_prefix("mix=") {
+            crate::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
+            mix = Some(v.to_string());
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
                 return Err(err(format!("{id}: more than one state tag")));
             }
         } else {
             return Err(err(format!(
-                "{id}: unexpected {t:?}: expected params=, family=, hf=, q= or a state tag ({})",
+                "{id}: unexpected {t:?}: expected params=, family=, hf=, q=, mix= or a state tag ({})",
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
@@ -146,6 +151,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         family: family.ok_or_else(|| err(format!("{id}: missing family=<name>")))?,
         hf_source: hf,
         modulus,
+        mix,
         tag: tag
             .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
         comment,
@@ -388,6 +394,17 @@ mod tests {
         assert!(e.contains("duplicate"), "{e}");
         let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD bogus\n").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");
+        let e =
+            Queue::parse(Path::new("queue.txt"), "a params=1 family=l mix=attn_v=9 HOLD\n").unwrap_err().to_string();
+        assert!(e.contains("queue.txt:1") && e.contains("mix=") && e.contains("4, 5 or 6"), "{e}");
+    }
+
+    #[test]
+    fn mix_is_kept_for_the_encode_build() {
+        let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l q=4 mix=attn_v=6,ffn_down=5 READY-NOW\n")
+            .unwrap();
+        assert_eq!(q.entries[0].mix.as_deref(), Some("attn_v=6,ffn_down=5"));
+        assert_eq!(q.entries[0].modulus, Some(4));
     }
 
     #[test]

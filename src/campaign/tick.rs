@@ -207,6 +207,7 @@ mod tests {
             family: "llama".into(),
             hf_source: hf.then(|| format!("org/{id}")),
             modulus: None,
+            mix: None,
             tag,
             comment: Some("because".into()),
             line: 1,
