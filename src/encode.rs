@@ -8,6 +8,7 @@ use crate::progress::Progress;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +250,11 @@ pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>,
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, EncodeError> {
+    sha256_file_until(path, &AtomicBool::new(false))
+}
+
+/// [`sha256_file`], giving up with an `Interrupted` error once `stop` is set.
+fn sha256_file_until(path: &Path, stop: &AtomicBool) -> Result<String, EncodeError> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).map_err(|source| EncodeError::Io { path: path.into(), source })?;
     let mut h = Sha256::new();
@@ -257,6 +263,10 @@ pub fn sha256_file(path: &Path) -> Result<String, EncodeError> {
         let n = f.read(&mut buf).map_err(|source| EncodeError::Io { path: path.into(), source })?;
         if n == 0 {
             break;
+        }
+        if stop.load(Ordering::Relaxed) {
+            let source = std::io::Error::new(std::io::ErrorKind::Interrupted, "hashing stopped: the encode failed");
+            return Err(EncodeError::Io { path: path.into(), source });
         }
         h.update(&buf[..n]);
     }
@@ -278,19 +288,32 @@ pub fn prepare_importance(raw: &[f32]) -> Vec<f32> {
     finite.iter().map(|&v| v.max(floor)).collect()
 }
 
-/// Run the encode job.
-pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
-    let t0 = Instant::now();
-    let f16 = Gguf::open(&job.f16)?;
-    let im = Imatrix::load(&job.imatrix)?;
-    let base = Gguf::open(&job.base)?;
-    let selected = plan_encode(&f16, &im, &base)?;
+/// The tensors written, with what the telemetry needs of them.
+struct Written {
+    w: GgufWriter,
+    meta: Vec<(String, Value)>,
+    enc_weights: u64,
+    bpw: f64,
+    encoded: Vec<TensorTelemetry>,
+    copied: Vec<String>,
+    total: ErrStats,
+    enc_secs: f64,
+}
+
+/// The metadata keys of the inputs' hashes, in the order they are written.
+const SOURCE_KEYS: [&str; 3] = ["kaiju.source.f16_sha256", "kaiju.source.imatrix_sha256", "kaiju.source.base_sha256"];
+/// Stands for a hash (64 hex digits) in the header until the hashes are known.
+const HASH_PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The header (hashes as placeholders) and every tensor, in the base knot's order.
+fn write_tensors(
+    job: &EncodeJob,
+    f16: &Gguf,
+    im: &Imatrix,
+    base: &Gguf,
+    selected: &[String],
+) -> Result<Written, EncodeError> {
     let sel: std::collections::HashSet<&str> = selected.iter().map(|s| s.as_str()).collect();
-
-    let (h1, (h2, h3)) =
-        rayon::join(|| sha256_file(&job.f16), || rayon::join(|| sha256_file(&job.imatrix), || sha256_file(&job.base)));
-    let sources = Sources { f16_sha256: h1?, imatrix_sha256: h2?, base_sha256: h3? };
-
     let variant_of = |name: &str| job.mix.variant_for(name, job.opts.variant);
     let plans: Vec<TensorPlan> = base
         .tensors
@@ -321,9 +344,9 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
     meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
     meta.push(("kaiju.encoded_tensors".into(), Value::U32(selected.len() as u32)));
-    meta.push(("kaiju.source.f16_sha256".into(), Value::str(&sources.f16_sha256)));
-    meta.push(("kaiju.source.imatrix_sha256".into(), Value::str(&sources.imatrix_sha256)));
-    meta.push(("kaiju.source.base_sha256".into(), Value::str(&sources.base_sha256)));
+    for key in SOURCE_KEYS {
+        meta.push((key.into(), Value::str(HASH_PLACEHOLDER)));
+    }
 
     let mut w = GgufWriter::create(&job.out, &meta, plans)?;
     let mut prog = Progress::new("encode", enc_weights, job.quiet);
@@ -340,7 +363,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
         let t1 = Instant::now();
         let variant = variant_of(&bt.name);
-        let st = encode_one(&f16, ft, &im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?;
+        let st = encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?;
         let secs = t1.elapsed().as_secs_f64();
         enc_secs += secs;
         total.add(&st);
@@ -358,6 +381,47 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
             seconds: secs,
         });
     }
+    Ok(Written { w, meta, enc_weights, bpw, encoded, copied, total, enc_secs })
+}
+
+/// SHA-256 of the three inputs; gives up (with an error nobody reads) once `stop` is set.
+fn hash_sources(job: &EncodeJob, stop: &AtomicBool) -> Result<Sources, EncodeError> {
+    Ok(Sources {
+        f16_sha256: sha256_file_until(&job.f16, stop)?,
+        imatrix_sha256: sha256_file_until(&job.imatrix, stop)?,
+        base_sha256: sha256_file_until(&job.base, stop)?,
+    })
+}
+
+/// Run the encode job.
+pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
+    let t0 = Instant::now();
+    let f16 = Gguf::open(&job.f16)?;
+    let im = Imatrix::load(&job.imatrix)?;
+    let base = Gguf::open(&job.base)?;
+    let selected = plan_encode(&f16, &im, &base)?;
+
+    // The inputs are hashed on a thread of their own while the tensors are encoded (a 70B
+    // f16 truth takes minutes to hash); the header holds placeholders of the hashes' length
+    // until then and is rewritten in place before the knot is renamed into place.
+    let stop = AtomicBool::new(false);
+    let (written, sources) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| hash_sources(job, &stop));
+        let written = write_tensors(job, &f16, &im, &base, &selected);
+        if written.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        (written, hashing.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
+    let Written { mut w, mut meta, enc_weights, bpw, encoded, copied, total, enc_secs } = written?;
+    let sources = sources?;
+    let hashes = [&sources.f16_sha256, &sources.imatrix_sha256, &sources.base_sha256];
+    for (k, v) in meta.iter_mut() {
+        if let Some(i) = SOURCE_KEYS.iter().position(|s| s == k) {
+            *v = Value::str(hashes[i]);
+        }
+    }
+    w.rewrite_metadata(&meta)?;
     w.finish()?;
     let out_bytes = std::fs::metadata(&job.out).map(|m| m.len()).unwrap_or(0);
     let threads = rayon::current_num_threads();

@@ -68,6 +68,14 @@ fn encode_the_whole_model_and_pass_the_gate() {
     assert_eq!(g.get_u64("kaiju.version"), Some(1));
     assert_eq!(g.get_u64("kaiju.voronoi_modulus"), Some(6));
     assert_eq!(g.get_str("kaiju.source.base_sha256"), Some(tel.sources.base_sha256.as_str()));
+    // the hashes, computed while encoding, are the inputs' own in the header
+    for (key, input) in [
+        ("kaiju.source.f16_sha256", common::smollm2_f16()),
+        ("kaiju.source.imatrix_sha256", common::imatrix_gguf()),
+        ("kaiju.source.base_sha256", common::smollm2()),
+    ] {
+        assert_eq!(g.get_str(key), Some(encode::sha256_file(&input).unwrap().as_str()), "{key}");
+    }
     // the gate: argmax must survive, and the perplexity ratio is reported
     let text = common::ppl_text(dir.path());
     let tele = dir.path().join("smol-q6.telemetry.json");

@@ -163,3 +163,30 @@ fn hostile_files_are_refused_without_panic_or_huge_allocation() {
     let e = Imatrix::from_bytes(Path::new("i.dat"), (i32::MAX).to_le_bytes().to_vec()).err().unwrap().to_string();
     assert!(e.contains("n_entries"), "{e}");
 }
+
+/// Metadata can be rewritten in place while tensors are being written (a hash that becomes
+/// known late), but only at the same padded size; the data is untouched either way.
+#[test]
+fn metadata_is_rewritten_in_place_at_the_same_size_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.gguf");
+    let plans = vec![
+        TensorPlan { name: "a".into(), dims: vec![4], ty: types::F32, size: 16 },
+        TensorPlan { name: "b".into(), dims: vec![4], ty: types::F32, size: 16 },
+    ];
+    let meta = |h: &str| {
+        vec![("general.architecture".to_string(), Value::str("llama")), ("x.hash".to_string(), Value::str(h))]
+    };
+    let mut w = GgufWriter::create(&out, &meta("0000"), plans).unwrap();
+    w.write_tensor("a", &[1u8; 16]).unwrap();
+    // longer than the padding to the alignment (32) can absorb: the data would move
+    let e = w.rewrite_metadata(&meta(&"0".repeat(40))).unwrap_err().to_string();
+    assert!(e.contains("rewritten metadata is") && e.contains("bytes"), "{e}");
+    w.rewrite_metadata(&meta("beef")).unwrap();
+    w.write_tensor("b", &[2u8; 16]).unwrap();
+    w.finish().unwrap();
+    let g = Gguf::open(&out).unwrap();
+    assert_eq!(g.get_str("x.hash"), Some("beef"));
+    assert_eq!(g.data(g.tensor("a").unwrap()), &[1u8; 16]);
+    assert_eq!(g.data(g.tensor("b").unwrap()), &[2u8; 16]);
+}

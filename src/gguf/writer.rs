@@ -6,7 +6,7 @@
 use super::value::Value;
 use super::{align_up, GgufError, Result, TypeId, DEFAULT_ALIGNMENT};
 use crate::fsutil::TempFile;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// What will be written for one tensor.
@@ -24,6 +24,7 @@ pub struct GgufWriter {
     next: usize,
     alignment: u64,
     written: u64,
+    header_len: usize,
 }
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
@@ -77,7 +78,29 @@ impl GgufWriter {
         let mut tmp = TempFile::new(path).map_err(io)?;
         let header = encode_header(metadata, &plans, alignment);
         tmp.writer().write_all(&header).map_err(io)?;
-        Ok(GgufWriter { tmp, plans, next: 0, alignment, written: 0 })
+        Ok(GgufWriter { tmp, plans, next: 0, alignment, written: 0, header_len: header.len() })
+    }
+
+    /// Replace the metadata written by [`GgufWriter::create`] with `metadata` whose header,
+    /// padded to the alignment, has the same size, so that no tensor moves (e.g. a hash
+    /// computed while the tensors were written, in place of a placeholder of its length).
+    /// The alignment key must not change.
+    pub fn rewrite_metadata(&mut self, metadata: &[(String, Value)]) -> Result<()> {
+        let path = self.tmp.target().to_path_buf();
+        let header = encode_header(metadata, &self.plans, self.alignment);
+        if header.len() != self.header_len {
+            return Err(GgufError::Tensor {
+                path,
+                tensor: "(header)".into(),
+                msg: format!("rewritten metadata is {} bytes, the written one {}", header.len(), self.header_len),
+            });
+        }
+        let io = |source| GgufError::Io { path: path.clone(), source };
+        let w = self.tmp.writer();
+        w.seek(SeekFrom::Start(0)).map_err(io)?;
+        w.write_all(&header).map_err(io)?;
+        w.seek(SeekFrom::End(0)).map_err(io)?;
+        Ok(())
     }
 
     /// The plan of the tensor that must be written next, if any.
