@@ -12,6 +12,7 @@
 //! best total are pruned (repairs only add). See docs/KAIJU1.md for the tie-breaking rules.
 
 use super::golay::{gf4_mul, rep_pattern, HEXACODE};
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 pub const N: usize = 24;
@@ -92,22 +93,29 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         u[row][j] = v - b as f32;
         wl[row][j] = w[i];
     }
-    let mut cst = [[[0f32; L]; 8]; 4]; // [row][residue][column]
+    // [row][residue][column]; every entry is written below, so the table is not zeroed first
+    // (a memset of its 1 KB on every call otherwise)
+    let mut cst_w = [[MaybeUninit::<[f32; L]>::uninit(); 8]; 4];
     for row in 0..4 {
         for r in 0..8 {
+            let mut c = [0f32; L];
             for j in 0..L {
                 let d0 = u[row][j] - r as f32;
                 let a = (d0 >= 4.0) as i32 - (d0 < -4.0) as i32;
                 let d = d0 - 8.0 * a as f32;
-                cst[row][r][j] = wl[row][j] * d * d;
+                c[j] = wl[row][j] * d * d;
             }
+            cst_w[row][r].write(c);
         }
     }
+    // SAFETY: all 4 × 8 entries were written just above; MaybeUninit<T> has T's layout
+    let cst = unsafe { &*(&cst_w as *const [[MaybeUninit<[f32; L]>; 8]; 4] as *const [[[f32; L]; 8]; 4]) };
     // Steps 2–3: per m and column, fold t (t-parity via the cheapest row flip), then per
     // (π, score) the four (k, q) options into the best one and three repair penalties.
     let mut ocost = [[[[0f32; L]; 4]; 2]; 2]; // [m][π][score][column]
     let mut okq = [[[[0u8; L]; 4]; 2]; 2];
-    let mut oopt = [[[[[0f32; L]; 4]; 4]; 2]; 2]; // [m][π][score][option][column]
+    // [m][π][score][option][column]: written whole for every (m, π, score) below, not zeroed
+    let mut oopt_w = [[[MaybeUninit::<[[f32; L]; 4]>::uninit(); 4]; 2]; 2];
     let mut lb = [[0f32; 2]; 2];
     for m in 0..2 {
         let mut mc = [[[0f32; L]; 2]; 4];
@@ -141,17 +149,22 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         }
         // every 4-row pattern p (bit r: the row's b): its cost with column t-parity 0 and
         // with t-parity 1 (the cheaper row flip added where the fold gave the other)
-        let mut cq = [[[0f32; L]; 16]; 2];
+        let mut cq_w = [[MaybeUninit::<[f32; L]>::uninit(); 16]; 2];
         for p in 0..16 {
             let (lo, hi) = (p & 3, p >> 2);
+            let (mut even, mut odd_t) = ([0f32; L], [0f32; L]);
             for j in 0..L {
                 let bse = pb[0][lo][j] + pb[1][hi][j];
                 let flipped = bse + pd[0][lo][j].min(pd[1][hi][j]);
                 let odd = (pt[0][lo][j] ^ pt[1][hi][j]) == 1;
-                cq[0][p][j] = if odd { flipped } else { bse };
-                cq[1][p][j] = if odd { bse } else { flipped };
+                even[j] = if odd { flipped } else { bse };
+                odd_t[j] = if odd { bse } else { flipped };
             }
+            cq_w[0][p].write(even);
+            cq_w[1][p].write(odd_t);
         }
+        // SAFETY: both halves of all 16 patterns were written just above; same layout as T
+        let cq = unsafe { &*(&cq_w as *const [[MaybeUninit<[f32; L]>; 16]; 2] as *const [[[f32; L]; 16]; 2]) };
         // per (π, score): options o = k | q<<1 (k: the representative pattern or its
         // complement); the argmin keeps the first strict minimum
         for l in 0..8 {
@@ -172,7 +185,7 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
                 okq[m][pi][s][j] = best[j] as u8;
             }
             // the four options' costs; a repair's penalty is computed from them on demand
-            oopt[m][pi][s] = c;
+            oopt_w[m][pi][s].write(c);
         }
         for pi in 0..2 {
             let o = &ocost[m][pi];
@@ -181,12 +194,18 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             }
         }
     }
+    // SAFETY: the loop over m and l above wrote every (m, π, score); same layout as T
+    let oopt = unsafe {
+        &*(&oopt_w as *const [[[MaybeUninit<[[f32; L]; 4]>; 4]; 2]; 2] as *const [[[[[f32; L]; 4]; 4]; 2]; 2])
+    };
     // Step 4, pass 1: the words' unrepaired sums, per (m, π) group, starting with the group of
     // the lowest lower bound. Its cheapest word's repaired total is an achievable total, so
     // no word (and no group) whose sum (lower bound) exceeds it can be a minimum: those are
     // never repaired, and such groups are not even summed.
     let tables = |m: usize, pi: usize| Tables { cost: &ocost[m][pi], kq: &okq[m][pi], opt: &oopt[m][pi] };
-    let mut sums = [[[0f32; 4]; 16]; 4]; // [m·2 + π][a·4 + b][c]
+    // [m·2 + π][a·4 + b][c], written by `word_sums` for the summed groups only, the only
+    // ones read
+    let mut sums_w = [MaybeUninit::<[[f32; 4]; 16]>::uninit(); 4];
     let mut summed = [false; 4];
     let mut g0 = 0;
     for g in 1..4 {
@@ -200,7 +219,7 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         if lb[m][pi] > bound {
             continue;
         }
-        let (min, hi) = word_sums(&ocost[m][pi], &mut sums[g]);
+        let (min, hi) = word_sums(&ocost[m][pi], sums_w[g].write([[0.0; 4]; 16]));
         summed[g] = true;
         if min < bound {
             bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min));
@@ -218,16 +237,18 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             if !summed[g] || lb[m][pi] >= best_total || lb[m][pi] > bound {
                 continue;
             }
+            // SAFETY: group g was summed (checked above), so word_sums wrote it
+            let sums = unsafe { sums_w[g].assume_init_ref() };
             // the words whose sum does not exceed the bound (bit = word index), in order
             let mut bits = 0u64;
             for ab in 0..16 {
-                bits |= not_above_mask(&sums[g][ab], bound) << (ab * 4);
+                bits |= not_above_mask(&sums[ab], bound) << (ab * 4);
             }
             let t = tables(m, pi);
             while bits != 0 {
                 let hi = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let bsum = sums[g][hi >> 2][hi & 3];
+                let bsum = sums[hi >> 2][hi & 3];
                 if bsum >= best_total {
                     continue;
                 }
