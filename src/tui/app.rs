@@ -95,6 +95,9 @@ pub struct App {
     pub yes: bool,
     pub rows: Vec<ZooRow>,
     pub builds: Vec<BuildInfo>,
+    /// IQ-ladder hours per 7B behind the rows' estimates: the configured figure calibrated
+    /// by the snapshot's builds (`cost::calibrated`), taken once per snapshot
+    pub ladder_hours_per_7b: f64,
     pub selected: usize,
     pub filter: String,
     pub sort: SortKey,
@@ -121,6 +124,7 @@ impl App {
         App {
             km,
             theme,
+            ladder_hours_per_7b: cost.ladder_hours_per_7b,
             cost,
             readonly,
             yes,
@@ -395,6 +399,9 @@ impl App {
             Msg::Snapshot { rows, builds, at } => {
                 let before = self.followed_build();
                 let keep = self.selected_row().map(|r| r.id.clone());
+                let params = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.params_b);
+                self.ladder_hours_per_7b =
+                    crate::campaign::cost::calibrated(&self.cost, params, &builds).ladder_hours_per_7b;
                 self.rows = rows;
                 self.builds = builds;
                 self.now = at;
@@ -465,11 +472,7 @@ impl App {
     pub fn remaining(&self, b: &BuildInfo) -> f64 {
         let Some(r) = self.rows.iter().find(|r| Some(&r.id) == b.model().as_ref()) else { return 0.0 };
         let h = match b.kind {
-            Some(BuildKind::Feeder) => {
-                let params = |id: &str| self.rows.iter().find(|r| r.id == id).map(|r| r.params_b);
-                let per_7b = crate::campaign::cost::calibrated(&self.cost, params, &self.builds).ladder_hours_per_7b;
-                r.estimate.ladder_h.max(r.params_b / 7.0 * per_7b)
-            }
+            Some(BuildKind::Feeder) => r.estimate.ladder_h.max(r.params_b / 7.0 * self.ladder_hours_per_7b),
             _ => r.estimate.encode_h,
         };
         (h * 3600.0 - b.elapsed(self.now)).max(0.0)
