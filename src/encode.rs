@@ -93,7 +93,7 @@ impl Mix {
 
     /// The variant of tensor `name` under this policy.
     pub fn variant_for(&self, name: &str, default: kaiju1::Variant) -> kaiju1::Variant {
-        let kind = name.split('.').nth(2).unwrap_or("");
+        let Some(kind) = matmul_kind(name) else { return default };
         self.0.iter().find(|(k, _)| k == kind).map(|&(_, v)| v).unwrap_or(default)
     }
 
@@ -166,18 +166,16 @@ pub struct Sources {
 
 pub const CODEC_NAME: &str = "KAIJU1: Leech lattice Λ24/qΛ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
 
+/// The matmul kind of a tensor name (`blk.<N>.<kind>.weight` → `<kind>`, one of [`KINDS`]).
+fn matmul_kind(name: &str) -> Option<&str> {
+    let (layer, tail) = name.strip_prefix("blk.")?.split_once('.')?;
+    layer.parse::<u32>().ok()?;
+    tail.strip_suffix(".weight").filter(|k| KINDS.contains(k))
+}
+
 /// Is this tensor name a 2D attention/FFN matmul weight?
 pub fn is_matmul_weight(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("blk.") else {
-        return false;
-    };
-    let Some((layer, tail)) = rest.split_once('.') else {
-        return false;
-    };
-    if layer.parse::<u32>().is_err() {
-        return false;
-    }
-    tail.strip_suffix(".weight").is_some_and(|k| KINDS.contains(&k))
+    matmul_kind(name).is_some()
 }
 
 /// The tensors of `base` that will be re-encoded (by name), after checking that the three
