@@ -68,17 +68,28 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn decode_avx2(y: &[f32; N], w: &[f32; N]) -> Point {
-    decode_portable(y, w)
+    // SAFETY: this function is only entered on a CPU with AVX2 (its own contract)
+    unsafe { decode_impl::<true>(y, w) }
 }
 
 /// The decoder for any target (see [`decode`]).
-///
-/// Steps 1–3 do the same work for each of the six columns, so their tables keep the column
-/// innermost (`[..][column]`, eight lanes) and every loop over it vectorises; selects
-/// replace branches. The float operations per column are exactly those of the scalar
-/// algorithm, so results (ties included) do not depend on this layout.
 #[inline(always)]
 pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
+    // SAFETY: without AVX2 the decoder uses no CPU feature beyond the target's baseline
+    unsafe { decode_impl::<false>(y, w) }
+}
+
+/// The decoder's one body. Steps 1–3 do the same work for each of the six columns, so
+/// their tables keep the column innermost (`[..][column]`, eight lanes) and every loop over
+/// it vectorises; selects replace branches. The float operations per column are exactly
+/// those of the scalar algorithm, so results (ties included) do not depend on this layout.
+/// With `AVX2`, step 4's word sums and their masks use explicit 8-lane code (the same
+/// additions in the same order, so the same sums).
+///
+/// # Safety
+/// `AVX2` may be true only on a CPU that supports AVX2.
+#[inline(always)]
+unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N]) -> Point {
     // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
     // (ties to the upper point) and that point as base + r + 8·a (a is recomputed for the
     // winner's residues only).
@@ -219,7 +230,13 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
         if lb[m][pi] > bound {
             continue;
         }
-        let (min, hi) = word_sums(&ocost[m][pi], sums_w[g].write([[0.0; 4]; 16]));
+        let sums = sums_w[g].write([[0.0; 4]; 16]);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
+        let (min, hi) =
+            if AVX2 { unsafe { word_sums_avx2(&ocost[m][pi], sums) } } else { word_sums(&ocost[m][pi], sums) };
+        #[cfg(not(target_arch = "x86_64"))]
+        let (min, hi) = word_sums(&ocost[m][pi], sums);
         summed[g] = true;
         if min < bound {
             bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min));
@@ -240,10 +257,12 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
             // SAFETY: group g was summed (checked above), so word_sums wrote it
             let sums = unsafe { sums_w[g].assume_init_ref() };
             // the words whose sum does not exceed the bound (bit = word index), in order
-            let mut bits = 0u64;
-            for ab in 0..16 {
-                bits |= not_above_mask(&sums[ab], bound) << (ab * 4);
-            }
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
+            let mut bits =
+                if AVX2 { unsafe { words_not_above_avx2(sums, bound) } } else { words_not_above(sums, bound) };
+            #[cfg(not(target_arch = "x86_64"))]
+            let mut bits = words_not_above(sums, bound);
             let t = tables(m, pi);
             while bits != 0 {
                 let hi = bits.trailing_zeros() as usize;
@@ -314,6 +333,119 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
 #[inline(always)]
 fn hexa_tail(a: usize, b: usize) -> (usize, usize, usize) {
     (a ^ b, (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize, (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize)
+}
+
+/// Bit w (word index a·16 + b·4 + c) set where the word's sum does not exceed `bound`.
+#[inline(always)]
+fn words_not_above(sums: &[[f32; 4]; 16], bound: f32) -> u64 {
+    let mut bits = 0u64;
+    for ab in 0..16 {
+        bits |= not_above_mask(&sums[ab], bound) << (ab * 4);
+    }
+    bits
+}
+
+/// [`words_not_above`] in eight 8-lane compares (the same predicate: not greater, unordered
+/// counts as not greater).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn words_not_above_avx2(sums: &[[f32; 4]; 16], bound: f32) -> u64 {
+    use std::arch::x86_64::*;
+    let p = sums.as_ptr() as *const f32;
+    let b = _mm256_set1_ps(bound);
+    let mut bits = 0u64;
+    for k in 0..8 {
+        // SAFETY: sums is 64 contiguous f32s; words 8k..8k+7 are in bounds; loadu needs no alignment
+        let v = unsafe { _mm256_loadu_ps(p.add(8 * k)) };
+        bits |= (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_NGT_UQ>(v, b)) as u32 as u64) << (8 * k);
+    }
+    bits
+}
+
+/// The six columns' scores of words 8k..8k+7 (word index a·16 + b·4 + c), as
+/// `vpermilps` indices: `WORD_SCORES[j][k][l]` is column j of word 8k + l.
+const WORD_SCORES: [[[i32; 8]; 8]; 6] = {
+    let h = super::golay::hexacode();
+    let mut t = [[[0i32; 8]; 8]; 6];
+    let mut w = 0;
+    while w < 64 {
+        let mut j = 0;
+        while j < 6 {
+            t[j][w / 8][w % 8] = h[w][j] as i32;
+            j += 1;
+        }
+        w += 1;
+    }
+    t
+};
+
+/// [`word_sums`] with eight words per vector: each column's four score costs sit in both
+/// halves of a register and `vpermilps` picks each word's. The sums add the columns in the
+/// same order (0..5) as [`word_sums`], so every sum is the same f32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn word_sums_avx2(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: each cost row is eight f32s; loadu needs no alignment
+    let (r0, r1, r2, r3) = unsafe {
+        (
+            _mm256_loadu_ps(cost[0].as_ptr()),
+            _mm256_loadu_ps(cost[1].as_ptr()),
+            _mm256_loadu_ps(cost[2].as_ptr()),
+            _mm256_loadu_ps(cost[3].as_ptr()),
+        )
+    };
+    // transpose: u0 = (column 0 | column 4), u1 = (1 | 5), u2 = (2 | 6), u3 = (3 | 7), each
+    // column as its scores 0..3
+    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let col = [
+        _mm256_permute2f128_ps::<0x00>(u0, u0),
+        _mm256_permute2f128_ps::<0x00>(u1, u1),
+        _mm256_permute2f128_ps::<0x00>(u2, u2),
+        _mm256_permute2f128_ps::<0x00>(u3, u3),
+        _mm256_permute2f128_ps::<0x11>(u0, u0),
+        _mm256_permute2f128_ps::<0x11>(u1, u1),
+    ];
+    let idx = |j: usize, k: usize| {
+        // SAFETY: a WORD_SCORES row is eight i32s; loadu needs no alignment
+        unsafe { _mm256_loadu_si256(WORD_SCORES[j][k].as_ptr() as *const __m256i) }
+    };
+    let out = sums.as_mut_ptr() as *mut f32;
+    let mut minv = _mm256_set1_ps(f32::INFINITY);
+    let mut mini = _mm256_setzero_si256();
+    let mut at = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for k in 0..8 {
+        let mut acc = _mm256_add_ps(_mm256_permutevar_ps(col[0], idx(0, k)), _mm256_permutevar_ps(col[1], idx(1, k)));
+        for j in 2..6 {
+            acc = _mm256_add_ps(acc, _mm256_permutevar_ps(col[j], idx(j, k)));
+        }
+        // SAFETY: sums is 64 contiguous f32s; words 8k..8k+7 are in bounds
+        unsafe { _mm256_storeu_ps(out.add(8 * k), acc) };
+        let take = _mm256_cmp_ps::<_CMP_LT_OQ>(acc, minv);
+        minv = _mm256_blendv_ps(minv, acc, take);
+        mini = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(mini), _mm256_castsi256_ps(at), take));
+        at = _mm256_add_epi32(at, _mm256_set1_epi32(8));
+    }
+    let (mut v, mut i) = ([0f32; 8], [0i32; 8]);
+    // SAFETY: v and i are eight lanes each; storeu needs no alignment
+    unsafe {
+        _mm256_storeu_ps(v.as_mut_ptr(), minv);
+        _mm256_storeu_si256(i.as_mut_ptr() as *mut __m256i, mini);
+    }
+    let mut l = 0;
+    for c in 1..8 {
+        if v[c] < v[l] {
+            l = c;
+        }
+    }
+    (v[l], i[l] as usize)
 }
 
 /// Bit c set where `!(v[c] > bound)`, true for NaN too, so a NaN sum is never skipped (as
@@ -740,12 +872,22 @@ fn point_of_q<const Q: u32>(idx: u64) -> Point {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn point_of_avx2<const Q: u32>(idx: u64) -> Point {
-    point_of_dyn(idx, Q)
+    // SAFETY: this function is only entered on a CPU with AVX2 (its own contract)
+    unsafe { point_of_impl::<true>(idx, Q) }
+}
+
+#[inline(always)]
+fn point_of_dyn(idx: u64, q: u32) -> Point {
+    // SAFETY: without AVX2 the decoder uses no CPU feature beyond the target's baseline
+    unsafe { point_of_impl::<false>(idx, q) }
 }
 
 /// Inlined into callers compiled for AVX2 or not, with the decoder inlined in turn.
+///
+/// # Safety
+/// `AVX2` may be true only on a CPU that supports AVX2.
 #[inline(always)]
-fn point_of_dyn(idx: u64, q: u32) -> Point {
+unsafe fn point_of_impl<const AVX2: bool>(idx: u64, q: u32) -> Point {
     let b = basis();
     let mut xp = [0i32; N];
     let mut rest = idx;
@@ -762,7 +904,8 @@ fn point_of_dyn(idx: u64, q: u32) -> Point {
     for i in 0..N {
         y[i] = xp[i] as f32 * inv;
     }
-    let l = decode_portable(&y, &[1.0; N]);
+    // SAFETY: passed on from this function's own contract
+    let l = unsafe { decode_impl::<AVX2>(&y, &[1.0; N]) };
     let mut x = [0i32; N];
     for i in 0..N {
         x[i] = xp[i] - q as i32 * l[i];
@@ -862,6 +1005,44 @@ pub(crate) mod tests {
 
     fn dist(y: &[f32; N], w: &[f32; N], x: &Point) -> f32 {
         (0..N).map(|i| w[i] * (y[i] - x[i] as f32).powi(2)).sum()
+    }
+
+    /// The AVX2 word sums and masks are the portable ones, bit for bit: the same sums (ties
+    /// and NaN included), the same minimum, a word that has it, the same masks.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_word_sums_match_the_portable_ones() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut rng = Rng(0x5eed_0f_5u64);
+        for trial in 0..2000 {
+            let mut cost = [[0f32; L]; 4];
+            for row in cost.iter_mut() {
+                for c in row.iter_mut() {
+                    // integer costs on most trials so that many sums tie
+                    *c = match trial % 4 {
+                        0 => rng.uniform() * 10.0,
+                        _ => (rng.next_u64() % 5) as f32,
+                    };
+                }
+            }
+            if trial % 97 == 0 {
+                cost[(trial / 97) % 4][trial % 6] = f32::NAN;
+            }
+            let (mut a, mut b) = ([[0f32; 4]; 16], [[0f32; 4]; 16]);
+            let (min_a, _) = word_sums(&cost, &mut a);
+            // SAFETY: AVX2 was just detected
+            let (min_b, at_b) = unsafe { word_sums_avx2(&cost, &mut b) };
+            let bits = |s: &[[f32; 4]; 16]| s.map(|v| v.map(f32::to_bits));
+            assert_eq!(bits(&a), bits(&b), "sums differ on {cost:?}");
+            assert_eq!(min_a.to_bits(), min_b.to_bits(), "minimum differs on {cost:?}");
+            assert_eq!(b[at_b / 4][at_b % 4].to_bits(), min_b.to_bits(), "word {at_b} is not a cheapest one");
+            for bound in [min_a, min_a + 1.0, 3.0, f32::INFINITY] {
+                // SAFETY: AVX2 was just detected
+                assert_eq!(words_not_above(&a, bound), unsafe { words_not_above_avx2(&a, bound) });
+            }
+        }
     }
 
     #[test]
