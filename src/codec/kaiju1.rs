@@ -355,12 +355,19 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st
     let lo = (c0 - r).clamp(0, 15);
     let hi = (c0 + r).clamp(0, 15);
     let lo = lo.min(hi);
-    let mut cands = [Cand { err: f32::INFINITY, code: 0, x: [0; N] }; STEP.len()];
-    let k = (hi - lo + 1) as usize;
-    for (slot, c) in cands.iter_mut().zip(lo..=hi) {
-        *slot = try_code(y, h, &hd, df, c as u8, st);
-    }
-    let cands = &mut cands[..k];
+    // search 0 (the default) has one candidate: no table of sixteen to fill and sort
+    let mut one = [Cand { err: f32::INFINITY, code: 0, x: [0; N] }];
+    let mut many;
+    let cands: &mut [Cand] = if lo == hi {
+        one[0] = try_code(y, h, &hd, df, lo as u8, st);
+        &mut one
+    } else {
+        many = [Cand { err: f32::INFINITY, code: 0, x: [0; N] }; STEP.len()];
+        for (slot, c) in many.iter_mut().zip(lo..=hi) {
+            *slot = try_code(y, h, &hd, df, c as u8, st);
+        }
+        &mut many[..(hi - lo + 1) as usize]
+    };
     cands.sort_by(|a, b| a.err.total_cmp(&b.err));
     // In order of error, realise each candidate until one is canonical (then no later one
     // can beat it); a non-canonical one is scored as the point it dequantizes to.
