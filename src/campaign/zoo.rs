@@ -57,6 +57,16 @@ fn probe_line(name: &str, p: &Probe) -> String {
     }
 }
 
+/// What the encode build will write for this model: the queue's `q=` (default 4) with its
+/// bits per weight on full groups of blocks, and its `mix=` if any.
+fn codec_line(e: &Entry) -> String {
+    use crate::codec::kaiju1::{self, Variant, GROUP};
+    let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
+    let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(24 * GROUP, v))).unwrap_or_default();
+    let mix = e.mix.as_ref().map(|m| format!(", mix {m}")).unwrap_or_default();
+    format!("codec: KAIJU1 q={q}{bpw}{mix}")
+}
+
 pub fn rows(
     entries: &[Entry],
     inv: &Inventory,
@@ -85,6 +95,7 @@ pub fn rows(
                 probe_line("base knot", &m.base),
                 probe_line("kaiju1 knot", &m.output),
                 format!("gate: {}{}", m.gate.label(), m.gate.reason().map(|r| format!(" — {r}")).unwrap_or_default()),
+                codec_line(e),
             ];
             if let Some(c) = &e.comment {
                 detail.push(format!("note: {c}"));
@@ -161,5 +172,16 @@ mod tests {
         let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
         assert_eq!(gate_summary(log).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
         assert_eq!(gate_summary("nothing"), None);
+    }
+
+    #[test]
+    fn codec_line_names_the_queue_variant_and_mix() {
+        let q = crate::campaign::queue::Queue::parse(
+            std::path::Path::new("queue.txt"),
+            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\n",
+        )
+        .unwrap();
+        assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
+        assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
     }
 }
