@@ -335,7 +335,7 @@ fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, q: u32, st: &mut ErrSt
     if leech::norm(&c.x) > 2 * leech::safe_norm(q) {
         return ((f32::INFINITY, c.code, c.x), false);
     }
-    let xr = leech::point_of(leech::index_of(&c.x, q), q);
+    let xr = leech::representative(&c.x, q);
     st.decodes += 1;
     if xr == c.x {
         return ((c.err, c.code, xr), true);

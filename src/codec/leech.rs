@@ -69,14 +69,14 @@ pub fn decode(y: &[f32; N], w: &[f32; N]) -> Point {
 #[target_feature(enable = "avx2")]
 unsafe fn decode_avx2(y: &[f32; N], w: &[f32; N]) -> Point {
     // SAFETY: this function is only entered on a CPU with AVX2 (its own contract)
-    unsafe { decode_impl::<true>(y, w) }
+    unsafe { decode_impl::<true>(y, w, f32::INFINITY) }
 }
 
 /// The decoder for any target (see [`decode`]).
 #[inline(always)]
 pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
     // SAFETY: without AVX2 the decoder uses no CPU feature beyond the target's baseline
-    unsafe { decode_impl::<false>(y, w) }
+    unsafe { decode_impl::<false>(y, w, f32::INFINITY) }
 }
 
 /// The decoder's one body. Steps 1–3 do the same work for each of the six columns, so
@@ -86,10 +86,14 @@ pub(crate) fn decode_portable(y: &[f32; N], w: &[f32; N]) -> Point {
 /// With `AVX2`, step 4's word sums and their masks use explicit 8-lane code (the same
 /// additions in the same order, so the same sums).
 ///
+/// `bound0` is a total known to be reached by some lattice point (or infinity): words whose
+/// sums exceed it are never summed or repaired, which changes nothing as long as it is not
+/// below the smallest total the decoder computes.
+///
 /// # Safety
 /// `AVX2` may be true only on a CPU that supports AVX2.
 #[inline(always)]
-unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N]) -> Point {
+unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32) -> Point {
     // Step 1: per coordinate and residue r mod 8, the cost of the nearest point of r + 8Z
     // (ties to the upper point) and that point as base + r + 8·a (a is recomputed for the
     // winner's residues only).
@@ -224,7 +228,7 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N]) -> Point {
             g0 = g;
         }
     }
-    let mut bound = f32::INFINITY;
+    let mut bound = bound0;
     for g in std::iter::once(g0).chain((0..4).filter(|&g| g != g0)) {
         let (m, pi) = (g >> 1, g & 1);
         if lb[m][pi] > bound {
@@ -851,35 +855,47 @@ fn coords8_i32(x: &Point) -> [i32; N] {
 /// of qΛ24 (x' − q·Q(x'/q) with Q the unweighted decoder; exact arithmetic for q ∈ {2, 4},
 /// and deterministic for every q since the same IEEE operations run on every machine).
 pub fn point_of(idx: u64, q: u32) -> Point {
+    point_of_bounded(idx, q, f32::INFINITY)
+}
+
+/// The canonical representative of `x`'s class, `point_of(index_of(x, q), q)`, found faster:
+/// the class's own x is a candidate for the decode inside `point_of` at cost |x|²/q², so no
+/// word above that (with a margin far above f32 rounding) needs summing or repairing.
+pub fn representative(x: &Point, q: u32) -> Point {
+    let known = norm(x) as f32 / (q * q) as f32;
+    point_of_bounded(index_of(x, q), q, known * (1.0 + 1.0 / 1024.0) + 1e-6)
+}
+
+fn point_of_bounded(idx: u64, q: u32, bound0: f32) -> Point {
     // the campaign's moduli get their own copy, so the digit split divides by a constant
     match q {
-        4 => point_of_q::<4>(idx),
-        5 => point_of_q::<5>(idx),
-        6 => point_of_q::<6>(idx),
-        _ => point_of_dyn(idx, q),
+        4 => point_of_q::<4>(idx, bound0),
+        5 => point_of_q::<5>(idx, bound0),
+        6 => point_of_q::<6>(idx, bound0),
+        _ => point_of_dyn(idx, q, bound0),
     }
 }
 
-fn point_of_q<const Q: u32>(idx: u64) -> Point {
+fn point_of_q<const Q: u32>(idx: u64, bound0: f32) -> Point {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
-        return unsafe { point_of_avx2::<Q>(idx) };
+        return unsafe { point_of_avx2::<Q>(idx, bound0) };
     }
-    point_of_dyn(idx, Q)
+    point_of_dyn(idx, Q, bound0)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn point_of_avx2<const Q: u32>(idx: u64) -> Point {
+unsafe fn point_of_avx2<const Q: u32>(idx: u64, bound0: f32) -> Point {
     // SAFETY: this function is only entered on a CPU with AVX2 (its own contract)
-    unsafe { point_of_impl::<true>(idx, Q) }
+    unsafe { point_of_impl::<true>(idx, Q, bound0) }
 }
 
 #[inline(always)]
-fn point_of_dyn(idx: u64, q: u32) -> Point {
+fn point_of_dyn(idx: u64, q: u32, bound0: f32) -> Point {
     // SAFETY: without AVX2 the decoder uses no CPU feature beyond the target's baseline
-    unsafe { point_of_impl::<false>(idx, q) }
+    unsafe { point_of_impl::<false>(idx, q, bound0) }
 }
 
 /// Inlined into callers compiled for AVX2 or not, with the decoder inlined in turn.
@@ -887,7 +903,7 @@ fn point_of_dyn(idx: u64, q: u32) -> Point {
 /// # Safety
 /// `AVX2` may be true only on a CPU that supports AVX2.
 #[inline(always)]
-unsafe fn point_of_impl<const AVX2: bool>(idx: u64, q: u32) -> Point {
+unsafe fn point_of_impl<const AVX2: bool>(idx: u64, q: u32, bound0: f32) -> Point {
     let b = basis();
     let mut xp = [0i32; N];
     let mut rest = idx;
@@ -905,7 +921,7 @@ unsafe fn point_of_impl<const AVX2: bool>(idx: u64, q: u32) -> Point {
         y[i] = xp[i] as f32 * inv;
     }
     // SAFETY: passed on from this function's own contract
-    let l = unsafe { decode_impl::<AVX2>(&y, &[1.0; N]) };
+    let l = unsafe { decode_impl::<AVX2>(&y, &[1.0; N], bound0) };
     let mut x = [0i32; N];
     for i in 0..N {
         x[i] = xp[i] - q as i32 * l[i];
@@ -1215,6 +1231,29 @@ pub(crate) mod tests {
             }
         }
         assert!(moved < 2000);
+    }
+
+    /// The bounded decode inside `representative` returns what the unbounded one does, on
+    /// points inside, on and outside the Voronoi cell of qΛ24.
+    #[test]
+    fn representative_is_point_of_index_of() {
+        let mut rng = Rng(47);
+        for q in [2u32, 3, 4, 5, 6] {
+            let (mut moved, mut kept) = (0, 0);
+            for _ in 0..3000 {
+                let scale = (1.5 + 2.5 * rng.uniform()) * q as f32 / 4.0;
+                let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
+                let x = decode_unweighted(&y);
+                let r = representative(&x, q);
+                assert_eq!(r, point_of(index_of(&x, q), q), "q={q}: {x:?}");
+                if r == x {
+                    kept += 1;
+                } else {
+                    moved += 1;
+                }
+            }
+            assert!(moved > 100 && kept > 100, "q={q}: {moved} moved, {kept} kept");
+        }
     }
 
     /// `surely_inside`'s bound computed plainly: a full sort for the largest |xᵢ|.
