@@ -60,9 +60,9 @@ fn probe_line(name: &str, p: &Probe) -> String {
 /// What the encode build will write for this model: the queue's `q=` (default 4) with its
 /// bits per weight on full groups of blocks, and its `mix=` if any.
 fn codec_line(e: &Entry) -> String {
-    use crate::codec::kaiju1::{self, Variant, GROUP};
+    use crate::codec::kaiju1::{self, Variant, BLOCK, GROUP};
     let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
-    let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(24 * GROUP, v))).unwrap_or_default();
+    let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(BLOCK * GROUP, v))).unwrap_or_default();
     let mix = e.mix.as_ref().map(|m| format!(", mix {m}")).unwrap_or_default();
     format!("codec: KAIJU1 q={q}{bpw}{mix}")
 }

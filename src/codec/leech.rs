@@ -234,13 +234,8 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
         if lb[m][pi] > bound {
             continue;
         }
-        let sums = sums_w[g].write([[0.0; 4]; 16]);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
-        let (min, hi) =
-            if AVX2 { unsafe { word_sums_avx2(&ocost[m][pi], sums) } } else { word_sums(&ocost[m][pi], sums) };
-        #[cfg(not(target_arch = "x86_64"))]
-        let (min, hi) = word_sums(&ocost[m][pi], sums);
+        // SAFETY: passed on from this function's own contract
+        let (min, hi) = unsafe { word_sums_on::<AVX2>(&ocost[m][pi], sums_w[g].write([[0.0; 4]; 16])) };
         summed[g] = true;
         if min < bound {
             bound = bound.min(total_of(&tables(m, pi), m, pi, hi, min));
@@ -261,12 +256,8 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
             // SAFETY: group g was summed (checked above), so word_sums wrote it
             let sums = unsafe { sums_w[g].assume_init_ref() };
             // the words whose sum does not exceed the bound (bit = word index), in order
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
-            let mut bits =
-                if AVX2 { unsafe { words_not_above_avx2(sums, bound) } } else { words_not_above(sums, bound) };
-            #[cfg(not(target_arch = "x86_64"))]
-            let mut bits = words_not_above(sums, bound);
+            // SAFETY: passed on from this function's own contract
+            let mut bits = unsafe { words_not_above_on::<AVX2>(sums, bound) };
             let t = tables(m, pi);
             while bits != 0 {
                 let hi = bits.trailing_zeros() as usize;
@@ -337,6 +328,34 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
 #[inline(always)]
 fn hexa_tail(a: usize, b: usize) -> (usize, usize, usize) {
     (a ^ b, (gf4_mul(a as u8, 3) ^ gf4_mul(b as u8, 2)) as usize, (gf4_mul(a as u8, 2) ^ gf4_mul(b as u8, 3)) as usize)
+}
+
+/// [`word_sums`], in AVX2 when `AVX2`.
+///
+/// # Safety
+/// `AVX2` may be true only on a CPU that supports AVX2.
+#[inline(always)]
+unsafe fn word_sums_on<const AVX2: bool>(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
+        return unsafe { word_sums_avx2(cost, sums) };
+    }
+    word_sums(cost, sums)
+}
+
+/// [`words_not_above`], in AVX2 when `AVX2`.
+///
+/// # Safety
+/// `AVX2` may be true only on a CPU that supports AVX2.
+#[inline(always)]
+unsafe fn words_not_above_on<const AVX2: bool>(sums: &[[f32; 4]; 16], bound: f32) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
+        return unsafe { words_not_above_avx2(sums, bound) };
+    }
+    words_not_above(sums, bound)
 }
 
 /// Bit w (word index a·16 + b·4 + c) set where the word's sum does not exceed `bound`.
