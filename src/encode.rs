@@ -475,22 +475,25 @@ fn encode_one(
     let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
     let chunk_rows = ((1usize << 22) / ne0).max(1);
     let mut st = ErrStats::default();
-    let mut buf = vec![0f32; chunk_rows * ne0];
     for r0 in (0..rows).step_by(chunk_rows) {
         let nr = chunk_rows.min(rows - r0);
-        let vals = &mut buf[..nr * ne0];
-        dequant::to_f32(ft.ty, &src[r0 * src_row..(r0 + nr) * src_row], ne0, vals)?;
-        if let Some(i) = vals.iter().position(|v| !v.is_finite()) {
-            return Err(EncodeError::NonFinite {
-                path: f16.path.clone(),
-                tensor: ft.name.clone(),
-                row: r0 + i / ne0,
-                col: i % ne0,
-                value: vals[i],
-            });
-        }
+        // each row is converted from the source type on the thread that encodes it
+        let load = |r: usize, buf: &mut [f32]| -> Result<(), EncodeError> {
+            let row = r0 + r;
+            dequant::row_to_f32(ft.ty, &src[row * src_row..(row + 1) * src_row], buf)?;
+            match buf.iter().position(|v| !v.is_finite()) {
+                None => Ok(()),
+                Some(col) => Err(EncodeError::NonFinite {
+                    path: f16.path.clone(),
+                    tensor: ft.name.clone(),
+                    row,
+                    col,
+                    value: buf[col],
+                }),
+            }
+        };
         let (bytes, s) =
-            kaiju1::encode_tensor(vals, ne0, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts);
+            kaiju1::encode_rows(nr, ne0, load, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts)?;
         w.write_part(&bytes)?;
         st.add(&s);
         prog.advance((nr * ne0) as u64, &ft.name);

@@ -471,19 +471,58 @@ pub fn encode_tensor<'a, F>(w: &[f32], ne0: usize, imp_for_row: F, opts: EncodeO
 where
     F: Fn(usize) -> &'a [f32] + Sync,
 {
+    let rows = w.len() / ne0.max(1);
+    let load = |r: usize, buf: &mut [f32]| -> Result<(), std::convert::Infallible> {
+        buf.copy_from_slice(&w[r * ne0..(r + 1) * ne0]);
+        Ok(())
+    };
+    match encode_rows(rows, ne0, load, imp_for_row, opts) {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
+}
+
+/// Encode `rows` rows of `ne0` weights, parallel over rows, each row fetched by
+/// `load_row(r, buf)` on the thread that encodes it, so converting the source is as parallel
+/// as encoding it and nothing runs between the two. Fails with one of `load_row`'s errors
+/// (the one of the lowest row when several rows fail).
+pub fn encode_rows<'a, E, L, F>(
+    rows: usize,
+    ne0: usize,
+    load_row: L,
+    imp_for_row: F,
+    opts: EncodeOptions,
+) -> Result<(Vec<u8>, ErrStats), E>
+where
+    E: Send,
+    L: Fn(usize, &mut [f32]) -> Result<(), E> + Sync,
+    F: Fn(usize) -> &'a [f32] + Sync,
+{
     let rb = row_bytes(ne0, opts.variant);
-    let rows = w.len() / ne0;
     let mut out = vec![0u8; rb * rows];
     let st = out
         .par_chunks_mut(rb)
-        .zip(w.par_chunks(ne0))
         .enumerate()
-        .map(|(r, (o, row))| encode_row(row, imp_for_row(r), opts, o))
-        .reduce(ErrStats::default, |mut a, b| {
-            a.add(&b);
-            a
-        });
-    (out, st)
+        .map_init(
+            || vec![0f32; ne0],
+            |buf, (r, o)| match load_row(r, buf) {
+                Ok(()) => Ok(encode_row(buf, imp_for_row(r), opts, o)),
+                Err(e) => Err((r, e)),
+            },
+        )
+        .reduce(
+            || Ok(ErrStats::default()),
+            |a, b| match (a, b) {
+                (Ok(mut a), Ok(b)) => {
+                    a.add(&b);
+                    Ok(a)
+                }
+                (Err(a), Err(b)) => Err(if b.0 < a.0 { b } else { a }),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            },
+        )
+        .map_err(|(_, e)| e)?;
+    Ok((out, st))
 }
 
 #[cfg(test)]
@@ -600,5 +639,29 @@ mod tests {
         dequantize(&bytes, 48, &mut back, D).unwrap();
         assert!(back.iter().all(|&v| v == 0.0));
         assert_eq!(st.err, 0.0);
+    }
+
+    /// Rows fetched by the loader encode exactly as the same rows given whole; a failing
+    /// loader fails the tensor with the error of its lowest failing row.
+    #[test]
+    fn rows_from_a_loader_encode_like_a_whole_tensor() {
+        let (ne0, rows) = (100, 37);
+        let w = gaussian_rows(ne0, rows, 11);
+        let imp: Vec<f32> = (0..ne0).map(|i| 0.5 + (i % 7) as f32).collect();
+        let want = encode_tensor(&w, ne0, |_| &imp, EncodeOptions::default());
+        let load = |r: usize, buf: &mut [f32]| -> Result<(), usize> {
+            buf.copy_from_slice(&w[r * ne0..(r + 1) * ne0]);
+            Ok(())
+        };
+        let got = encode_rows(rows, ne0, load, |_| &imp, EncodeOptions::default()).unwrap();
+        assert_eq!(got.0, want.0);
+        // the statistics are sums in rayon's reduction order: equal up to rounding
+        assert_eq!(got.1.decodes, want.1.decodes);
+        assert!((got.1.err - want.1.err).abs() <= 1e-9 * want.1.err, "{} {}", got.1.err, want.1.err);
+        for _ in 0..20 {
+            let failing = |r: usize, buf: &mut [f32]| if r == 29 || r == 5 || r == 30 { Err(r) } else { load(r, buf) };
+            let e = encode_rows(rows, ne0, failing, |_| &imp, EncodeOptions::default()).unwrap_err();
+            assert_eq!(e, 5);
+        }
     }
 }
