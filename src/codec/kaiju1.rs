@@ -273,7 +273,7 @@ fn encode_group(
         let (best, idx) = if s0[b] > 0.0 && df > 0.0 {
             search_block(y, &hq[b], df, s0[b], r, opts.variant.q, st)
         } else {
-            ((0.0, 15u8, [0; N]), 0)
+            ((0.0, 15u8, [0; N], None), 0)
         };
         codes[b] = best.1;
         let ib = opts.variant.index_bytes();
@@ -319,9 +319,9 @@ fn try_code(y: &[f32; N], h: &[f32; N], hd: &[f32; N], df: f32, c: u8, st: &mut 
     Cand { err: block_error(y, h, s, &x), code: c, x }
 }
 
-/// A block's choice: weighted error, scale code and canonical point (its index is taken
-/// once, for the winner).
-type Choice = (f32, u8, leech::Point);
+/// A block's choice: weighted error, scale code, canonical point and, when the canonical
+/// check already computed it, the point's index (otherwise it is taken once, for the winner).
+type Choice = (f32, u8, leech::Point, Option<u64>);
 
 /// The point a candidate dequantizes to, with its error, and whether that is the candidate's
 /// own point (canonical: inside the Voronoi cell of qΛ24, or on its boundary with `point`'s
@@ -330,17 +330,17 @@ type Choice = (f32, u8, leech::Point);
 /// certainly outside and its representative far from the block (not worth scoring).
 fn realise(y: &[f32; N], h: &[f32; N], df: f32, c: &Cand, q: u32, st: &mut ErrStats) -> (Choice, bool) {
     if leech::surely_inside(&c.x, q) {
-        return ((c.err, c.code, c.x), true);
+        return ((c.err, c.code, c.x, None), true);
     }
     if leech::norm(&c.x) > 2 * leech::safe_norm(q) {
-        return ((f32::INFINITY, c.code, c.x), false);
+        return ((f32::INFINITY, c.code, c.x, None), false);
     }
-    let xr = leech::representative(&c.x, q);
+    let (xr, idx) = leech::representative(&c.x, q);
     st.decodes += 1;
     if xr == c.x {
-        return ((c.err, c.code, xr), true);
+        return ((c.err, c.code, xr, Some(idx)), true);
     }
-    ((block_error(y, h, df * STEP[c.code as usize], &xr), c.code, xr), false)
+    ((block_error(y, h, df * STEP[c.code as usize], &xr), c.code, xr, Some(idx)), false)
 }
 
 /// Choose the scale code and lattice point of one block: the points nearest to the block at
@@ -371,7 +371,7 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st
     cands.sort_by(|a, b| a.err.total_cmp(&b.err));
     // In order of error, realise each candidate until one is canonical (then no later one
     // can beat it); a non-canonical one is scored as the point it dequantizes to.
-    let mut best: Choice = (f32::INFINITY, 15, [0; N]);
+    let mut best: Choice = (f32::INFINITY, 15, [0; N], None);
     let mut fits = false;
     for c in cands.iter() {
         if c.err >= best.0 {
@@ -398,10 +398,10 @@ fn search_block(y: &[f32; N], h: &[f32; N], df: f32, s0: f32, r: i32, q: u32, st
     }
     if !best.0.is_finite() {
         // nothing usable even at the coarsest code (not seen in practice): the zero point
-        best = (block_error(y, h, 0.0, &[0; N]), 15, [0; N]);
+        best = (block_error(y, h, 0.0, &[0; N]), 15, [0; N], Some(0));
     }
     rescale(y, h, df, &mut best);
-    let idx = leech::index_of(&best.2, q);
+    let idx = best.3.unwrap_or_else(|| leech::index_of(&best.2, q));
     (best, idx)
 }
 

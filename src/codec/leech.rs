@@ -880,9 +880,12 @@ pub fn point_of(idx: u64, q: u32) -> Point {
 /// The canonical representative of `x`'s class, `point_of(index_of(x, q), q)`, found faster:
 /// the class's own x is a candidate for the decode inside `point_of` at cost |x|²/q², so no
 /// word above that (with a margin far above f32 rounding) needs summing or repairing.
-pub fn representative(x: &Point, q: u32) -> Point {
+/// Returns the class index too (`index_of(x, q)`, the representative's as well), so a caller
+/// that stores the point need not compute it again.
+pub fn representative(x: &Point, q: u32) -> (Point, u64) {
     let known = norm(x) as f32 / (q * q) as f32;
-    point_of_bounded(index_of(x, q), q, known * (1.0 + 1.0 / 1024.0) + 1e-6)
+    let idx = index_of(x, q);
+    (point_of_bounded(idx, q, known * (1.0 + 1.0 / 1024.0) + 1e-6), idx)
 }
 
 fn point_of_bounded(idx: u64, q: u32, bound0: f32) -> Point {
@@ -1263,8 +1266,9 @@ pub(crate) mod tests {
                 let scale = (1.5 + 2.5 * rng.uniform()) * q as f32 / 4.0;
                 let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
                 let x = decode_unweighted(&y);
-                let r = representative(&x, q);
-                assert_eq!(r, point_of(index_of(&x, q), q), "q={q}: {x:?}");
+                let (r, idx) = representative(&x, q);
+                assert_eq!(idx, index_of(&x, q), "q={q}: {x:?}");
+                assert_eq!(r, point_of(idx, q), "q={q}: {x:?}");
                 if r == x {
                     kept += 1;
                 } else {
