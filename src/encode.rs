@@ -480,7 +480,7 @@ fn encode_one(
         // each row is converted from the source type on the thread that encodes it
         let load = |r: usize, buf: &mut [f32]| -> Result<(), EncodeError> {
             let row = r0 + r;
-            dequant::row_to_f32(ft.ty, &src[row * src_row..(row + 1) * src_row], buf)?;
+            dequant::rows_to_f32(ft.ty, &src[row * src_row..(row + 1) * src_row], ne0, buf)?;
             match buf.iter().position(|v| !v.is_finite()) {
                 None => Ok(()),
                 Some(col) => Err(EncodeError::NonFinite {

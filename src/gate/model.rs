@@ -76,7 +76,7 @@ impl<'a> Weight<'a> {
             Repr::Dense(v) => v[r * self.cols..(r + 1) * self.cols].to_vec(),
             Repr::Raw { ty, bytes, row_bytes } => {
                 let mut out = vec![0f32; self.cols];
-                dequant::to_f32(*ty, &bytes[r * row_bytes..(r + 1) * row_bytes], self.cols, &mut out)
+                dequant::rows_to_f32(*ty, &bytes[r * row_bytes..(r + 1) * row_bytes], self.cols, &mut out)
                     .expect("row decodes (checked at load)");
                 out
             }
@@ -100,7 +100,7 @@ impl<'a> Weight<'a> {
                     Repr::Dense(v) => &v[r0 * cols..(r0 + nr) * cols],
                     Repr::Raw { ty, bytes, row_bytes } => {
                         tmp = vec![0f32; nr * cols];
-                        dequant::to_f32(*ty, &bytes[r0 * row_bytes..(r0 + nr) * row_bytes], cols, &mut tmp)
+                        dequant::rows_to_f32(*ty, &bytes[r0 * row_bytes..(r0 + nr) * row_bytes], cols, &mut tmp)
                             .expect("rows decode (checked at load)");
                         &tmp
                     }

@@ -141,74 +141,73 @@ pub fn supported(ty: TypeId) -> bool {
     matches!(ty, types::F32 | types::F16 | types::BF16) || ty.kaiju().is_some() || block_fn(ty).is_some()
 }
 
-/// Dequantize `src` (a whole tensor whose rows have `ne0` elements) into `dst`.
+/// Dequantize `src` (a whole tensor whose rows have `ne0` elements) into `dst`, parallel over
+/// slices of it, each converted by [`convert`].
 pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), DequantError> {
-    let err = |why: String| DequantError { ty: ty.name(), why };
-    let n = dst.len();
-    match ty {
-        types::F32 => {
-            check(src.len(), n * 4).map_err(err)?;
-            dst.par_chunks_mut(1 << 16).enumerate().for_each(|(c, out)| {
-                let s = &src[c * 4 * (1 << 16)..];
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = f32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
-                }
-            });
-        }
-        types::F16 | types::BF16 => {
-            check(src.len(), n * 2).map_err(err)?;
-            let bf = ty == types::BF16;
-            dst.par_chunks_mut(1 << 16).enumerate().for_each(|(c, out)| {
-                let s = &src[c * 2 * (1 << 16)..];
-                for (i, o) in out.iter_mut().enumerate() {
-                    let b = [s[2 * i], s[2 * i + 1]];
-                    *o = if bf { bf16::from_le_bytes(b).to_f32() } else { f16::from_le_bytes(b).to_f32() };
-                }
-            });
-        }
-        t if t.kaiju().is_some() => {
-            kaiju1::dequantize(src, ne0, dst, t.kaiju().expect("checked")).map_err(|e| err(e.to_string()))?
-        }
-        _ => {
-            let (qk, bs, f) = block_fn(ty).ok_or_else(|| err("no dequantizer for this type".into()))?;
-            if !n.is_multiple_of(qk) {
-                return Err(err(format!("{n} elements is not a multiple of the block size {qk}")));
+    if let Some(v) = ty.kaiju() {
+        return kaiju1::dequantize(src, ne0, dst, v).map_err(|e| DequantError { ty: ty.name(), why: e.to_string() });
+    }
+    // whole units (a value, or a quantized block) per slice: 64 Ki values or 256 blocks
+    let (unit, unit_bytes) = units(ty)?;
+    let per = if unit == 1 { 1 << 16 } else { 256 };
+    check_size(ty, src.len(), dst.len(), unit, unit_bytes)?;
+    dst.par_chunks_mut(unit * per).zip(src.par_chunks(unit_bytes * per)).try_for_each(|(o, s)| convert(ty, s, o))
+}
+
+/// Dequantize whole rows of `ne0` values (`src` holds exactly their bytes) on the calling
+/// thread, for callers that already run in parallel over rows (the encoder converts each row
+/// inside its own parallel loop; the gate's matmul a chunk of rows per task). Same values as
+/// [`to_f32`].
+pub fn rows_to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), DequantError> {
+    match ty.kaiju() {
+        Some(v) => {
+            let err = |why: String| DequantError { ty: ty.name(), why };
+            if ne0 == 0 || !dst.len().is_multiple_of(ne0) {
+                return Err(err(format!("{} elements is not a whole number of rows of {ne0}", dst.len())));
             }
-            check(src.len(), n / qk * bs).map_err(err)?;
-            const BLOCKS: usize = 256;
-            dst.par_chunks_mut(qk * BLOCKS).enumerate().for_each(|(c, out)| {
-                let s = &src[c * bs * BLOCKS..];
-                for (k, y) in out.chunks_mut(qk).enumerate() {
-                    f(&s[k * bs..(k + 1) * bs], y);
-                }
-            });
+            let rb = kaiju1::row_bytes(ne0, v);
+            check(src.len(), dst.len() / ne0 * rb).map_err(err)?;
+            for (o, s) in dst.chunks_mut(ne0).zip(src.chunks(rb)) {
+                kaiju1::decode_row(s, o, v);
+            }
+            Ok(())
         }
+        None => convert(ty, src, dst),
     }
-    Ok(())
 }
 
-fn check(have: usize, need: usize) -> Result<(), String> {
-    if have != need {
-        return Err(format!("expected {need} bytes of tensor data, found {have}"));
+/// Values and bytes of the smallest piece of `ty` that converts on its own.
+fn units(ty: TypeId) -> Result<(usize, usize), DequantError> {
+    match ty {
+        types::F32 => Ok((1, 4)),
+        types::F16 | types::BF16 => Ok((1, 2)),
+        _ => block_fn(ty)
+            .map(|(qk, bs, _)| (qk, bs))
+            .ok_or_else(|| DequantError { ty: ty.name(), why: "no dequantizer for this type".into() }),
     }
-    Ok(())
 }
 
-/// Dequantize one row (`src` holds exactly the row's bytes) on the calling thread: the
-/// encoder converts each row inside its own parallel loop, so no serial pass over a tensor
-/// (and no barrier between converting and encoding) is needed. Same values as [`to_f32`].
-pub fn row_to_f32(ty: TypeId, src: &[u8], dst: &mut [f32]) -> Result<(), DequantError> {
+/// `n` values of `ty` must be whole units and take exactly `have` bytes.
+fn check_size(ty: TypeId, have: usize, n: usize, unit: usize, unit_bytes: usize) -> Result<(), DequantError> {
     let err = |why: String| DequantError { ty: ty.name(), why };
-    let n = dst.len();
+    if !n.is_multiple_of(unit) {
+        return Err(err(format!("{n} elements is not a multiple of the block size {unit}")));
+    }
+    check(have, n / unit * unit_bytes).map_err(err)
+}
+
+/// Convert `src` (whole units of `ty`, any type but KAIJU1, whose blocks follow rows) into
+/// `dst` on the calling thread.
+fn convert(ty: TypeId, src: &[u8], dst: &mut [f32]) -> Result<(), DequantError> {
+    let (unit, unit_bytes) = units(ty)?;
+    check_size(ty, src.len(), dst.len(), unit, unit_bytes)?;
     match ty {
         types::F32 => {
-            check(src.len(), n * 4).map_err(err)?;
             for (o, b) in dst.iter_mut().zip(src.chunks_exact(4)) {
                 *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
         }
         types::F16 => {
-            check(src.len(), n * 2).map_err(err)?;
             // in slices of 64 through half's slice conversion (F16C eight at a time where the
             // CPU has it), exact like the one-by-one conversion
             let mut h = [f16::ZERO; 64];
@@ -221,26 +220,23 @@ pub fn row_to_f32(ty: TypeId, src: &[u8], dst: &mut [f32]) -> Result<(), Dequant
             }
         }
         types::BF16 => {
-            check(src.len(), n * 2).map_err(err)?;
             for (o, b) in dst.iter_mut().zip(src.chunks_exact(2)) {
                 *o = bf16::from_le_bytes([b[0], b[1]]).to_f32();
             }
         }
-        t if t.kaiju().is_some() => {
-            let v = t.kaiju().expect("checked");
-            check(src.len(), kaiju1::row_bytes(n, v)).map_err(err)?;
-            kaiju1::decode_row(src, dst, v);
-        }
         _ => {
-            let (qk, bs, f) = block_fn(ty).ok_or_else(|| err("no dequantizer for this type".into()))?;
-            if !n.is_multiple_of(qk) {
-                return Err(err(format!("{n} elements is not a multiple of the block size {qk}")));
-            }
-            check(src.len(), n / qk * bs).map_err(err)?;
-            for (y, b) in dst.chunks_mut(qk).zip(src.chunks(bs)) {
+            let (_, _, f) = block_fn(ty).expect("units() found a block type");
+            for (y, b) in dst.chunks_mut(unit).zip(src.chunks_exact(unit_bytes)) {
                 f(b, y);
             }
         }
+    }
+    Ok(())
+}
+
+fn check(have: usize, need: usize) -> Result<(), String> {
+    if have != need {
+        return Err(format!("expected {need} bytes of tensor data, found {have}"));
     }
     Ok(())
 }
@@ -307,12 +303,17 @@ mod tests {
             let whole = to_f32_vec(ty, &src, ne0, ne0 * rows).unwrap();
             let mut row = vec![0f32; ne0];
             for r in 0..rows {
-                row_to_f32(ty, &src[r * rb..(r + 1) * rb], &mut row).unwrap();
+                rows_to_f32(ty, &src[r * rb..(r + 1) * rb], ne0, &mut row).unwrap();
                 let same = row.iter().zip(&whole[r * ne0..(r + 1) * ne0]).all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{} row {r}", ty.name());
             }
-            let e = row_to_f32(ty, &src[..rb - 1], &mut row).unwrap_err();
+            let e = rows_to_f32(ty, &src[..rb - 1], ne0, &mut row).unwrap_err();
             assert!(e.to_string().contains("bytes of tensor data"), "{}: {e}", ty.name());
+            // several rows at once, as the gate's matmul converts them
+            let mut two = vec![0f32; 2 * ne0];
+            rows_to_f32(ty, &src[rb..3 * rb], ne0, &mut two).unwrap();
+            let same = two.iter().zip(&whole[ne0..3 * ne0]).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{} rows 1..3", ty.name());
         }
     }
 }
