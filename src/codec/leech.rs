@@ -279,46 +279,55 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     let h = &HEXACODE[hi];
     let off = parity_offset(&tables(m, pi), pi, m, h);
     let changes = if off == 0 { [(6, 0); 2] } else { repair(&tables(m, pi), h, off).1 };
-    let mut x = [0i32; N];
+    // per column (one lane each, as in steps 1–3; lanes 6 and 7 are padding): the chosen
+    // option after the repair's changes, as the column's 4-row pattern and its t-parity
+    let mut pat = [0u32; L];
+    let mut want_q = [0u32; L];
     for j in 0..6 {
-        let mut kq = okq[m][pi][h[j] as usize][j];
+        let s = h[j] as usize;
+        let mut kq = okq[m][pi][s][j];
         for &(cj, t) in &changes {
-            if cj == j {
-                kq ^= t;
-            }
+            kq ^= t & ((cj == j) as u8).wrapping_neg();
         }
-        let mut p = REP[h[j] as usize][pi];
-        if kq & 1 == 1 {
-            p ^= 15;
-        }
-        let want_q = (kq >> 1) & 1;
-        let mut t = [0u8; 4];
-        let mut tpar = 0u8;
-        let mut flip_row = 0usize;
-        let mut flip_cost = f32::INFINITY;
-        for r in 0..4 {
-            let r0 = m + 2 * ((p >> r) & 1) as usize;
-            let (c0, c1) = (cst[r][r0][j], cst[r][r0 + 4][j]);
-            let tt = c1 < c0;
+        pat[j] = (REP[s][pi] ^ (15 * (kq & 1))) as u32;
+        want_q[j] = ((kq >> 1) & 1) as u32;
+    }
+    // each row's better t for its residue pair, the column's t-parity and its cheapest row
+    // flip (the first row on ties), with selects rather than branches (which row is
+    // cheapest is a coin toss for the predictor)
+    let sel = |a: f32, b: f32, mask: u32| f32::from_bits((a.to_bits() & !mask) | (b.to_bits() & mask));
+    let mut t = [[0u32; L]; 4];
+    let mut tpar = [0u32; L];
+    let mut flip_row = [0u32; L];
+    let mut flip_cost = [f32::INFINITY; L];
+    for r in 0..4 {
+        for j in 0..L {
+            let bit = ((pat[j] >> r) & 1).wrapping_neg();
+            let c0 = sel(cst[r][m][j], cst[r][m + 2][j], bit);
+            let c1 = sel(cst[r][m + 4][j], cst[r][m + 6][j], bit);
+            let tt = (c1 < c0) as u32;
             let d = (c1 - c0).abs();
-            t[r] = tt as u8;
-            tpar ^= tt as u8;
-            if d < flip_cost {
-                flip_cost = d;
-                flip_row = r;
-            }
+            t[r][j] = tt;
+            tpar[j] ^= tt;
+            let take = ((d < flip_cost[j]) as u32).wrapping_neg();
+            flip_cost[j] = sel(flip_cost[j], d, take);
+            flip_row[j] = (flip_row[j] & !take) | (r as u32 & take);
         }
-        if tpar != want_q {
-            t[flip_row] ^= 1;
-        }
-        for r in 0..4 {
-            let i = 4 * j + r;
-            let res = m + 2 * ((p >> r) & 1) as usize + 4 * t[r] as usize;
+    }
+    let mut off8 = [[0i32; L]; 4]; // [row][column]: the point less its base
+    for r in 0..4 {
+        for j in 0..L {
+            let flip = ((tpar[j] != want_q[j]) & (flip_row[j] == r as u32)) as u32;
+            let res = (m as u32 + 2 * ((pat[j] >> r) & 1) + 4 * (t[r][j] ^ flip)) as i32;
             // step 1's adjustment for this residue, recomputed
             let d0 = u[r][j] - res as f32;
             let a = (d0 >= 4.0) as i32 - (d0 < -4.0) as i32;
-            x[i] = base[i] + res as i32 + 8 * a;
+            off8[r][j] = res + 8 * a;
         }
+    }
+    let mut x = [0i32; N];
+    for i in 0..N {
+        x[i] = base[i] + off8[i % 4][i / 4];
     }
     x
 }
@@ -456,17 +465,17 @@ unsafe fn word_sums_avx2(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f3
         mini = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(mini), _mm256_castsi256_ps(at), take));
         at = _mm256_add_epi32(at, _mm256_set1_epi32(8));
     }
+    // the first lane holding the smallest value, without a branch per lane (which lane wins
+    // is a coin toss for the predictor): no lane is NaN (a lane takes only a sum below it)
+    let m = _mm256_min_ps(minv, _mm256_permute2f128_ps::<0x01>(minv, minv));
+    let m = _mm256_min_ps(m, _mm256_permute_ps::<0x4E>(m));
+    let m = _mm256_min_ps(m, _mm256_permute_ps::<0xB1>(m));
+    let l = (_mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(minv, m)) as u32).trailing_zeros() as usize;
     let (mut v, mut i) = ([0f32; 8], [0i32; 8]);
     // SAFETY: v and i are eight lanes each; storeu needs no alignment
     unsafe {
         _mm256_storeu_ps(v.as_mut_ptr(), minv);
         _mm256_storeu_si256(i.as_mut_ptr() as *mut __m256i, mini);
-    }
-    let mut l = 0;
-    for c in 1..8 {
-        if v[c] < v[l] {
-            l = c;
-        }
     }
     (v[l], i[l] as usize)
 }
