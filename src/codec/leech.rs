@@ -415,9 +415,15 @@ const WORD_SCORES: [[[i32; 8]; 8]; 6] = {
 /// [`word_sums`] with eight words per vector: each column's four score costs sit in both
 /// halves of a register and `vpermilps` picks each word's. The sums add the columns in the
 /// same order (0..5) as [`word_sums`], so every sum is the same f32.
+///
+/// Always inlined, so it carries no `target_feature` of its own (Rust does not allow one with
+/// `inline(always)`): inside its only callers, the decoder's AVX2 builds, its intrinsics
+/// become single instructions.
+///
+/// # Safety
+/// Only on a CPU that supports AVX2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
+#[inline(always)]
 unsafe fn word_sums_avx2(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
     use std::arch::x86_64::*;
     // SAFETY: each cost row is eight f32s; loadu needs no alignment
