@@ -100,13 +100,20 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     let mut base = [0i32; N];
     let mut u = [[0f32; L]; 4]; // [row][column]
     let mut wl = [[0f32; L]; 4];
-    for i in 0..N {
-        let (j, row) = (i / 4, i % 4);
-        let v = y[i];
-        let b = 8 * floor_i32(v * 0.125);
-        base[i] = b;
-        u[row][j] = v - b as f32;
-        wl[row][j] = w[i];
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        // SAFETY: AVX2 is true only on a CPU with AVX2 (this function's contract)
+        unsafe { step1_setup_avx2(y, w, &mut base, &mut u, &mut wl) };
+    }
+    if !AVX2 || cfg!(not(target_arch = "x86_64")) {
+        for i in 0..N {
+            let (j, row) = (i / 4, i % 4);
+            let v = y[i];
+            let b = 8 * floor_i32(v * 0.125);
+            base[i] = b;
+            u[row][j] = v - b as f32;
+            wl[row][j] = w[i];
+        }
     }
     // [row][residue][column]; every entry is written below, so the table is not zeroed first
     // (a memset of its 1 KB on every call otherwise)
@@ -330,6 +337,80 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
         x[i] = base[i] + off8[i % 4][i / 4];
     }
     x
+}
+
+/// Step 1's set-up in 8-lane vectors: base = 8⌊y/8⌋ (`8 * floor_i32(y * 0.125)`, the same
+/// value for every f32, NaN and out-of-range ones included), u = y − base, and u and w
+/// transposed into [row][column] (padding columns 6 and 7 zero).
+///
+/// # Safety
+/// Only on a CPU that supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn step1_setup_avx2(
+    y: &[f32; N],
+    w: &[f32; N],
+    base: &mut [i32; N],
+    u: &mut [[f32; L]; 4],
+    wl: &mut [[f32; L]; 4],
+) {
+    use std::arch::x86_64::*;
+    let mut un = [_mm256_setzero_ps(); 3];
+    let mut wv = [_mm256_setzero_ps(); 3];
+    for k in 0..3 {
+        // SAFETY: y and w are 24 f32s, so 8k..8k+7 is in bounds; loadu needs no alignment
+        let (v, wk) = unsafe { (_mm256_loadu_ps(y.as_ptr().add(8 * k)), _mm256_loadu_ps(w.as_ptr().add(8 * k))) };
+        let s = _mm256_mul_ps(v, _mm256_set1_ps(0.125));
+        // `s as i32`: truncation, saturating above (cvtt gives i32::MIN there, as it
+        // should below), NaN to 0
+        let t = _mm256_cvttps_epi32(s);
+        let big = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(s, _mm256_set1_ps(2147483648.0)));
+        let t = _mm256_blendv_epi8(t, _mm256_set1_epi32(i32::MAX), big);
+        let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(s, s));
+        let t = _mm256_andnot_si256(nan, t);
+        // floor: one less where s is below its truncation (the mask is −1 there)
+        let below = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LT_OQ>(s, _mm256_cvtepi32_ps(t)));
+        let b = _mm256_slli_epi32::<3>(_mm256_add_epi32(t, below));
+        // SAFETY: base is 24 i32s, so 8k..8k+7 is in bounds; storeu needs no alignment
+        unsafe { _mm256_storeu_si256(base.as_mut_ptr().add(8 * k) as *mut __m256i, b) };
+        un[k] = _mm256_sub_ps(v, _mm256_cvtepi32_ps(b));
+        wv[k] = wk;
+    }
+    // SAFETY: passed on from this function's own contract
+    unsafe {
+        transpose_6x4_avx2(un, u);
+        transpose_6x4_avx2(wv, wl);
+    }
+}
+
+/// Vector k holds columns 2k and 2k+1, rows 0..3 each (coordinate order); `out` gets them
+/// as [row][column]: interleave each vector's two columns so that each row's pair is one
+/// 64-bit lane, then transpose the 4 × 4 64-bit lanes (a zero vector as the fourth source
+/// fills the padding columns). No closures: they would not inherit the caller's AVX2.
+///
+/// # Safety
+/// Only on a CPU that supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn transpose_6x4_avx2(v: [std::arch::x86_64::__m256; 3], out: &mut [[f32; L]; 4]) {
+    use std::arch::x86_64::*;
+    let pair = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let a = _mm256_castps_pd(_mm256_permutevar8x32_ps(v[0], pair));
+    let b = _mm256_castps_pd(_mm256_permutevar8x32_ps(v[1], pair));
+    let c = _mm256_castps_pd(_mm256_permutevar8x32_ps(v[2], pair));
+    let z = _mm256_setzero_pd();
+    let (t0, t1) = (_mm256_unpacklo_pd(a, b), _mm256_unpackhi_pd(a, b));
+    let (t2, t3) = (_mm256_unpacklo_pd(c, z), _mm256_unpackhi_pd(c, z));
+    let rows = [
+        _mm256_permute2f128_pd::<0x20>(t0, t2),
+        _mm256_permute2f128_pd::<0x20>(t1, t3),
+        _mm256_permute2f128_pd::<0x31>(t0, t2),
+        _mm256_permute2f128_pd::<0x31>(t1, t3),
+    ];
+    for r in 0..4 {
+        // SAFETY: a row is eight f32s; storeu needs no alignment
+        unsafe { _mm256_storeu_ps(out[r].as_mut_ptr(), _mm256_castpd_ps(rows[r])) };
+    }
 }
 
 /// Columns 3..5 of the hexacodewords whose first two symbols are (a, b), less the third
@@ -1119,6 +1200,41 @@ pub(crate) mod tests {
                 assert_eq!(words_not_above(&a, bound), unsafe { words_not_above_avx2(&a, bound) });
             }
         }
+    }
+
+    #[test]
+    fn vector_set_up_matches_portable_at_the_edges() {
+        // step 1's base = 8⌊y/8⌋ next to multiples of 8, at ±0, far out (|y| < 2^27, where
+        // 8⌊y/8⌋ fits in i32) and at NaN: the AVX2 set-up and the portable one agree
+        let near8 =
+            |k: f32| [k * 8.0, f32::from_bits((k * 8.0).to_bits() + 1), f32::from_bits((k * 8.0).to_bits() - 1)];
+        let mut vals = vec![
+            0.0f32,
+            -0.0,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            1e-30,
+            -1e-30,
+            1.3e8,
+            -1.3e8,
+            3.99,
+            -4.01,
+            -5.5,
+            -13.25,
+            -0.75,
+        ];
+        for k in [1.0f32, -1.0, 2.0, -2.0, 1000.0, -1000.0] {
+            vals.extend(near8(k));
+        }
+        let mut rng = Rng(0x0ed9_e5e7);
+        for t in 0..400 {
+            let y: [f32; N] = std::array::from_fn(|_| vals[(rng.uniform() * vals.len() as f32) as usize % vals.len()]);
+            let w: [f32; N] = std::array::from_fn(|i| if t % 2 == 0 { 1.0 } else { (i % 5) as f32 * 0.5 });
+            assert_eq!(decode(&y, &w), decode_portable(&y, &w), "on {y:?} {w:?}");
+        }
+        let mut y = [0.5f32; N];
+        y[3] = f32::NAN;
+        assert_eq!(decode(&y, &[1.0; N]), decode_portable(&y, &[1.0; N]));
     }
 
     #[test]
