@@ -31,16 +31,47 @@ const REP: [[u8; 2]; 4] = {
     t
 };
 
-/// REP by lane l = π·4 + score.
-const REP_LANE: [u8; 8] = {
-    let mut t = [0u8; 8];
-    let mut l = 0;
-    while l < 8 {
-        t[l] = REP[l & 3][l >> 2];
-        l += 1;
+/// Where each 4-row pattern p sits among the options: (π, score, k) with p = REP[score][π]
+/// (k = 0) or its complement (k = 1). A bijection: the eight patterns with row 0 clear have
+/// distinct (score, parity).
+const PATTERN_SLOT: [(usize, usize, usize); 16] = {
+    let mut t = [(0usize, 0usize, 0usize); 16];
+    let mut s = 0;
+    while s < 4 {
+        let mut pi = 0;
+        while pi < 2 {
+            let p = REP[s][pi] as usize;
+            t[p] = (pi, s, 0);
+            t[p ^ 15] = (pi, s, 1);
+            pi += 1;
+        }
+        s += 1;
     }
     t
 };
+
+/// Pattern P's two costs (column t-parity 0 and 1) from the two row pairs' tables, written
+/// as its two options. Generic over P so that each copy's addresses are constants.
+#[inline(always)]
+fn pattern_costs<const P: usize>(
+    pb: &[[[f32; L]; 4]; 2],
+    pt: &[[[u32; L]; 4]; 2],
+    pd: &[[[f32; L]; 4]; 2],
+    out: &mut [[[MaybeUninit<[f32; L]>; 4]; 4]; 2],
+) {
+    let (lo, hi) = (P & 3, P >> 2);
+    let (pi, s, k) = PATTERN_SLOT[P];
+    let (mut even, mut odd_t) = ([0f32; L], [0f32; L]);
+    for j in 0..L {
+        let bse = pb[0][lo][j] + pb[1][hi][j];
+        let flipped = bse + pd[0][lo][j].min(pd[1][hi][j]);
+        let odd = (pt[0][lo][j] ^ pt[1][hi][j]) == 1;
+        even[j] = if odd { flipped } else { bse };
+        odd_t[j] = if odd { bse } else { flipped };
+    }
+    out[pi][s][k].write(even);
+    out[pi][s][k | 2].write(odd_t);
+}
 
 #[inline(always)]
 fn floor_i32(v: f32) -> i32 {
@@ -135,9 +166,10 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     // Steps 2–3: per m and column, fold t (t-parity via the cheapest row flip), then per
     // (π, score) the four (k, q) options into the best one and three repair penalties.
     let mut ocost = [[[[0f32; L]; 4]; 2]; 2]; // [m][π][score][column]
-    let mut okq = [[[[0u8; L]; 4]; 2]; 2];
-    // [m][π][score][option][column]: written whole for every (m, π, score) below, not zeroed
-    let mut oopt_w = [[[MaybeUninit::<[[f32; L]; 4]>::uninit(); 4]; 2]; 2];
+    let mut okq = [[[[0u32; L]; 4]; 2]; 2];
+    // [m][π][score][option][column]: every entry written below (each pattern is one option of
+    // one (π, score)), so not zeroed
+    let mut oopt_w = [[[[MaybeUninit::<[f32; L]>::uninit(); 4]; 4]; 2]; 2];
     let mut lb = [[0f32; 2]; 2];
     for m in 0..2 {
         let mut mc = [[[0f32; L]; 2]; 4];
@@ -170,29 +202,21 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
             }
         }
         // every 4-row pattern p (bit r: the row's b): its cost with column t-parity 0 and
-        // with t-parity 1 (the cheaper row flip added where the fold gave the other)
-        let mut cq_w = [[MaybeUninit::<[f32; L]>::uninit(); 16]; 2];
-        for p in 0..16 {
-            let (lo, hi) = (p & 3, p >> 2);
-            let (mut even, mut odd_t) = ([0f32; L], [0f32; L]);
-            for j in 0..L {
-                let bse = pb[0][lo][j] + pb[1][hi][j];
-                let flipped = bse + pd[0][lo][j].min(pd[1][hi][j]);
-                let odd = (pt[0][lo][j] ^ pt[1][hi][j]) == 1;
-                even[j] = if odd { flipped } else { bse };
-                odd_t[j] = if odd { bse } else { flipped };
-            }
-            cq_w[0][p].write(even);
-            cq_w[1][p].write(odd_t);
+        // with t-parity 1 (the cheaper row flip added where the fold gave the other), stored
+        // as the options (k, 0) and (k, 1) of the (π, score) whose pattern (k = 0) or
+        // complement (k = 1) it is; one copy of the body per pattern, so every address is
+        // a constant
+        macro_rules! patterns {
+            ($($p:literal)*) => { $( pattern_costs::<$p>(&pb, &pt, &pd, &mut oopt_w[m]); )* };
         }
-        // SAFETY: both halves of all 16 patterns were written just above; same layout as T
-        let cq = unsafe { &*(&cq_w as *const [[MaybeUninit<[f32; L]>; 16]; 2] as *const [[[f32; L]; 16]; 2]) };
+        patterns!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
         // per (π, score): options o = k | q<<1 (k: the representative pattern or its
         // complement); the argmin keeps the first strict minimum
         for l in 0..8 {
             let (pi, s) = (l >> 2, l & 3);
-            let p0 = REP_LANE[l] as usize;
-            let c = [cq[0][p0], cq[0][p0 ^ 15], cq[1][p0], cq[1][p0 ^ 15]];
+            // SAFETY: the 16 patterns just above wrote all four options of every (π, score)
+            // (PATTERN_SLOT is a bijection); MaybeUninit<T> has T's layout
+            let c = unsafe { &*(&oopt_w[m][pi][s] as *const [MaybeUninit<[f32; L]>; 4] as *const [[f32; L]; 4]) };
             let mut best = [0u32; L];
             let mut bc = c[0];
             for o in 1..4 {
@@ -203,11 +227,7 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
                 }
             }
             ocost[m][pi][s] = bc;
-            for j in 0..L {
-                okq[m][pi][s][j] = best[j] as u8;
-            }
-            // the four options' costs; a repair's penalty is computed from them on demand
-            oopt_w[m][pi][s].write(c);
+            okq[m][pi][s] = best;
         }
         for pi in 0..2 {
             let o = &ocost[m][pi];
@@ -218,7 +238,7 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     }
     // SAFETY: the loop over m and l above wrote every (m, π, score); same layout as T
     let oopt = unsafe {
-        &*(&oopt_w as *const [[[MaybeUninit<[[f32; L]; 4]>; 4]; 2]; 2] as *const [[[[[f32; L]; 4]; 4]; 2]; 2])
+        &*(&oopt_w as *const [[[[MaybeUninit<[f32; L]>; 4]; 4]; 2]; 2] as *const [[[[[f32; L]; 4]; 4]; 2]; 2])
     };
     // Step 4, pass 1: the words' unrepaired sums, per (m, π) group, starting with the group of
     // the lowest lower bound. Its cheapest word's repaired total is an achievable total, so
@@ -294,10 +314,10 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
         let s = h[j] as usize;
         let mut kq = okq[m][pi][s][j];
         for &(cj, t) in &changes {
-            kq ^= t & ((cj == j) as u8).wrapping_neg();
+            kq ^= t as u32 & ((cj == j) as u32).wrapping_neg();
         }
-        pat[j] = (REP[s][pi] ^ (15 * (kq & 1))) as u32;
-        want_q[j] = ((kq >> 1) & 1) as u32;
+        pat[j] = REP[s][pi] as u32 ^ (15 * (kq & 1));
+        want_q[j] = (kq >> 1) & 1;
     }
     // each row's better t for its residue pair, the column's t-parity and its cheapest row
     // flip (the first row on ties), with selects rather than branches (which row is
@@ -587,7 +607,7 @@ fn not_above_mask(v: &[f32; 4], bound: f32) -> u64 {
 /// options' costs (a repair penalty is an option's cost less the best one's).
 struct Tables<'a> {
     cost: &'a [[f32; L]; 4],
-    kq: &'a [[u8; L]; 4],
+    kq: &'a [[u32; L]; 4],
     opt: &'a [[[f32; L]; 4]; 4],
 }
 
@@ -639,11 +659,11 @@ fn word_sums(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
 /// The (k, q) parity offset of a word from the group's (π, m): which parities a repair must change.
 #[inline(always)]
 fn parity_offset(t: &Tables, pi: usize, m: usize, h: &[u8; 6]) -> u8 {
-    let mut par = 0u8;
+    let mut par = 0u32;
     for j in 0..6 {
         par ^= t.kq[h[j] as usize][j];
     }
-    ((par & 1) ^ pi as u8) | ((((par >> 1) & 1) ^ m as u8) << 1)
+    (((par & 1) ^ pi as u32) | ((((par >> 1) & 1) ^ m as u32) << 1)) as u8
 }
 
 /// A word's total: its unrepaired sum plus, when the parities are off, the cheapest repair.
