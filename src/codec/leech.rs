@@ -47,6 +47,20 @@ const PATTERN_SLOT: [(usize, usize, usize); 16] = {
         }
         s += 1;
     }
+    // checked at compile time: every (π, score, k) is some pattern's (so the decoder's options
+    // table is written whole before it is read)
+    let mut seen = [false; 16];
+    let mut p = 0;
+    while p < 16 {
+        let (pi, s, k) = t[p];
+        seen[pi * 8 + s * 2 + k] = true;
+        p += 1;
+    }
+    let mut i = 0;
+    while i < 16 {
+        assert!(seen[i], "PATTERN_SLOT is not a bijection");
+        i += 1;
+    }
     t
 };
 
