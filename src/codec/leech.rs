@@ -87,6 +87,13 @@ fn pattern_costs<const P: usize>(
     out[pi][s][k | 2].write(odd_t);
 }
 
+/// `b` where `mask` is all ones, `a` where it is zero: a select by bits, which vectorises
+/// (a branch would not).
+#[inline(always)]
+fn select(a: f32, b: f32, mask: u32) -> f32 {
+    f32::from_bits((a.to_bits() & !mask) | (b.to_bits() & mask))
+}
+
 #[inline(always)]
 fn floor_i32(v: f32) -> i32 {
     let t = v as i32;
@@ -237,7 +244,7 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
                 for j in 0..L {
                     let take = ((c[o][j] < bc[j]) as u32).wrapping_neg();
                     best[j] = (best[j] & !take) | (o as u32 & take);
-                    bc[j] = f32::from_bits((bc[j].to_bits() & !take) | (c[o][j].to_bits() & take));
+                    bc[j] = select(bc[j], c[o][j], take);
                 }
             }
             ocost[m][pi][s] = bc;
@@ -250,7 +257,7 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
             }
         }
     }
-    // SAFETY: the loop over m and l above wrote every (m, π, score); same layout as T
+    // SAFETY: each m's 16 patterns above wrote every (π, score, option); same layout as T
     let oopt = unsafe {
         &*(&oopt_w as *const [[[[MaybeUninit<[f32; L]>; 4]; 4]; 2]; 2] as *const [[[[[f32; L]; 4]; 4]; 2]; 2])
     };
@@ -336,7 +343,6 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     // each row's better t for its residue pair, the column's t-parity and its cheapest row
     // flip (the first row on ties), with selects rather than branches (which row is
     // cheapest is a coin toss for the predictor)
-    let sel = |a: f32, b: f32, mask: u32| f32::from_bits((a.to_bits() & !mask) | (b.to_bits() & mask));
     let mut t = [[0u32; L]; 4];
     let mut tpar = [0u32; L];
     let mut flip_row = [0u32; L];
@@ -344,14 +350,14 @@ unsafe fn decode_impl<const AVX2: bool>(y: &[f32; N], w: &[f32; N], bound0: f32)
     for r in 0..4 {
         for j in 0..L {
             let bit = ((pat[j] >> r) & 1).wrapping_neg();
-            let c0 = sel(cst[r][m][j], cst[r][m + 2][j], bit);
-            let c1 = sel(cst[r][m + 4][j], cst[r][m + 6][j], bit);
+            let c0 = select(cst[r][m][j], cst[r][m + 2][j], bit);
+            let c1 = select(cst[r][m + 4][j], cst[r][m + 6][j], bit);
             let tt = (c1 < c0) as u32;
             let d = (c1 - c0).abs();
             t[r][j] = tt;
             tpar[j] ^= tt;
             let take = ((d < flip_cost[j]) as u32).wrapping_neg();
-            flip_cost[j] = sel(flip_cost[j], d, take);
+            flip_cost[j] = select(flip_cost[j], d, take);
             flip_row[j] = (flip_row[j] & !take) | (r as u32 & take);
         }
     }
@@ -656,7 +662,7 @@ fn word_sums(cost: &[[f32; L]; 4], sums: &mut [[f32; 4]; 16]) -> (f32, usize) {
             let at = (a * 4 + b) as u32;
             for c in 0..4 {
                 let take = ((bs[c] < minv[c]) as u32).wrapping_neg();
-                minv[c] = f32::from_bits((minv[c].to_bits() & !take) | (bs[c].to_bits() & take));
+                minv[c] = select(minv[c], bs[c], take);
                 mini[c] = (mini[c] & !take) | (at & take);
             }
         }
