@@ -94,8 +94,10 @@ pub static STEP: [f32; 16] = [
 
 #[derive(Debug, thiserror::Error)]
 pub enum KaijuError {
-    #[error("KAIJU1 tensor data is {have} bytes, expected {want} for rows of {ne0}")]
+    #[error("expected {want} bytes of tensor data for KAIJU1 rows of {ne0}, found {have}")]
     Size { have: usize, want: usize, ne0: usize },
+    #[error("{n} weights is not a whole number of rows of {ne0}")]
+    Rows { n: usize, ne0: usize },
 }
 
 /// Encoder knobs.
@@ -431,7 +433,7 @@ fn rescale(y: &[f32; N], h: &[f32; N], df: f32, best: &mut Choice) {
 }
 
 /// Decode one row of `out.len()` weights.
-pub fn decode_row(src: &[u8], out: &mut [f32], v: Variant) {
+fn decode_row(src: &[u8], out: &mut [f32], v: Variant) {
     let ib = v.index_bytes();
     let n = out.len();
     let nb = blocks_per_row(n);
@@ -454,14 +456,31 @@ pub fn decode_row(src: &[u8], out: &mut [f32], v: Variant) {
     }
 }
 
+/// The bytes of one row of `ne0`, once `dst` is seen to be whole rows and `src` exactly
+/// their bytes.
+fn check_rows(src: &[u8], ne0: usize, dst: &[f32], v: Variant) -> Result<usize, KaijuError> {
+    if ne0 == 0 || !dst.len().is_multiple_of(ne0) {
+        return Err(KaijuError::Rows { n: dst.len(), ne0 });
+    }
+    let rb = row_bytes(ne0, v);
+    let want = dst.len() / ne0 * rb;
+    if src.len() != want {
+        return Err(KaijuError::Size { have: src.len(), want, ne0 });
+    }
+    Ok(rb)
+}
+
 /// Dequantize a whole KAIJU1 tensor (rows of `ne0`), parallel over rows.
 pub fn dequantize(src: &[u8], ne0: usize, dst: &mut [f32], v: Variant) -> Result<(), KaijuError> {
-    let rb = row_bytes(ne0, v);
-    let rows = dst.len() / ne0.max(1);
-    if src.len() != rb * rows || dst.len() != rows * ne0 {
-        return Err(KaijuError::Size { have: src.len(), want: rb * rows, ne0 });
-    }
+    let rb = check_rows(src, ne0, dst, v)?;
     dst.par_chunks_mut(ne0).zip(src.par_chunks(rb)).for_each(|(o, s)| decode_row(s, o, v));
+    Ok(())
+}
+
+/// [`dequantize`] on the calling thread, for callers that already run in parallel over rows.
+pub fn dequantize_rows(src: &[u8], ne0: usize, dst: &mut [f32], v: Variant) -> Result<(), KaijuError> {
+    let rb = check_rows(src, ne0, dst, v)?;
+    dst.chunks_mut(ne0).zip(src.chunks(rb)).for_each(|(o, s)| decode_row(s, o, v));
     Ok(())
 }
 
@@ -579,6 +598,29 @@ mod tests {
                 w.iter().zip(&back).enumerate().map(|(i, (a, b))| imp[i % n] as f64 * ((a - b) as f64).powi(2)).sum();
             assert!((werr - st.werr).abs() <= 1e-6 * st.werr.max(1e-12), "{werr} vs {}", st.werr);
             assert!(st.weighted_rel_mse() < 0.2, "n={n}: {}", st.weighted_rel_mse());
+            let mut serial = vec![f32::NAN; w.len()];
+            dequantize_rows(&bytes, n, &mut serial, D).unwrap();
+            assert!(serial.iter().zip(&back).all(|(a, b)| a.to_bits() == b.to_bits()), "n={n}");
+        }
+    }
+
+    #[test]
+    fn dequantizing_refuses_sizes_that_are_not_whole_rows() {
+        let n = 100;
+        let (bytes, _) = encode_tensor(&gaussian_rows(n, 3, 9), n, |_| &[1.0; 100], EncodeOptions::default());
+        let rb = row_bytes(n, D);
+        for deq in [dequantize, dequantize_rows] {
+            let mut out = vec![0f32; 3 * n];
+            let e = deq(&bytes[..3 * rb - 1], n, &mut out, D).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("expected {} bytes of tensor data for KAIJU1 rows of 100, found {}", 3 * rb, 3 * rb - 1)
+            );
+            let e = deq(&bytes, n, &mut out[..3 * n - 1], D).unwrap_err();
+            assert_eq!(e.to_string(), "299 weights is not a whole number of rows of 100");
+            let e = deq(&bytes, 0, &mut out, D).unwrap_err();
+            assert!(matches!(e, KaijuError::Rows { n: 300, ne0: 0 }), "{e}");
+            deq(&bytes, n, &mut out, D).unwrap();
         }
     }
 

@@ -145,7 +145,7 @@ pub fn supported(ty: TypeId) -> bool {
 /// slices of it, each converted by [`convert`].
 pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), DequantError> {
     if let Some(v) = ty.kaiju() {
-        return kaiju1::dequantize(src, ne0, dst, v).map_err(|e| DequantError { ty: ty.name(), why: e.to_string() });
+        return kaiju1::dequantize(src, ne0, dst, v).map_err(|e| kaiju_error(ty, e));
     }
     // whole units (a value, or a quantized block) per slice: 64 Ki values or 256 blocks
     let (unit, unit_bytes) = units(ty)?;
@@ -160,20 +160,13 @@ pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(),
 /// [`to_f32`].
 pub fn rows_to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), DequantError> {
     match ty.kaiju() {
-        Some(v) => {
-            let err = |why: String| DequantError { ty: ty.name(), why };
-            if ne0 == 0 || !dst.len().is_multiple_of(ne0) {
-                return Err(err(format!("{} elements is not a whole number of rows of {ne0}", dst.len())));
-            }
-            let rb = kaiju1::row_bytes(ne0, v);
-            check(src.len(), dst.len() / ne0 * rb).map_err(err)?;
-            for (o, s) in dst.chunks_mut(ne0).zip(src.chunks(rb)) {
-                kaiju1::decode_row(s, o, v);
-            }
-            Ok(())
-        }
+        Some(v) => kaiju1::dequantize_rows(src, ne0, dst, v).map_err(|e| kaiju_error(ty, e)),
         None => convert(ty, src, dst),
     }
+}
+
+fn kaiju_error(ty: TypeId, e: kaiju1::KaijuError) -> DequantError {
+    DequantError { ty: ty.name(), why: e.to_string() }
 }
 
 /// Values and bytes of the smallest piece of `ty` that converts on its own.
