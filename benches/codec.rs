@@ -1,6 +1,7 @@
 //! `cargo bench --bench codec`: KAIJU1 codec speed and quality, printed as a markdown table.
-//! Single-threaded figures are per core; every time is the median of three runs (this kind
-//! of virtual machine varies by ±20% from run to run). Set KAIJU_BENCH_QUICK=1 for a short run.
+//! Single-threaded figures are per core. Every figure is the median of seven runs, with the
+//! slowest and fastest run beside it: this kind of virtual machine varies by ±20% from
+//! minute to minute, so one figure alone says little. Set KAIJU_BENCH_QUICK=1 for a short run.
 
 use kaiju::codec::kaiju1::{self, EncodeOptions, Variant};
 use kaiju::codec::leech;
@@ -20,9 +21,11 @@ impl Rng {
     }
 }
 
-/// Seconds of the median of three runs of `f`, and the last run's result.
-fn median3<R>(mut f: impl FnMut() -> R) -> (f64, R) {
-    let mut times = [0f64; 3];
+const RUNS: usize = 7;
+
+/// Seconds of `RUNS` runs of `f`, sorted, and the last run's result.
+fn timed<R>(mut f: impl FnMut() -> R) -> ([f64; RUNS], R) {
+    let mut times = [0f64; RUNS];
     let mut out = None;
     for t in &mut times {
         let t0 = Instant::now();
@@ -30,7 +33,19 @@ fn median3<R>(mut f: impl FnMut() -> R) -> (f64, R) {
         *t = t0.elapsed().as_secs_f64();
     }
     times.sort_by(f64::total_cmp);
-    (times[1], out.expect("three runs"))
+    (times, out.expect("at least one run"))
+}
+
+/// A rate from sorted run times: the median's, then the slowest and fastest run's.
+fn rate(times: &[f64; RUNS], per_sec: impl Fn(f64) -> f64, unit: &str) -> String {
+    let (lo, mid, hi) = (per_sec(times[RUNS - 1]), per_sec(times[RUNS / 2]), per_sec(times[0]));
+    format!("{mid:.2} {unit} (runs {lo:.2}–{hi:.2})")
+}
+
+/// A time per item from sorted run times: the median's, then the fastest and slowest run's.
+fn per_item(times: &[f64; RUNS], each: impl Fn(f64) -> f64, unit: &str) -> String {
+    let (lo, mid, hi) = (each(times[0]), each(times[RUNS / 2]), each(times[RUNS - 1]));
+    format!("{mid:.3} {unit} (runs {lo:.3}–{hi:.3})")
 }
 
 fn main() {
@@ -42,13 +57,13 @@ fn main() {
     let ws: Vec<[f32; 24]> = (0..n).map(|_| std::array::from_fn(|_| (rng.gauss()).exp())).collect();
     let us = |secs: f64| secs * 1e6 / n as f64;
     println!("| measurement | value |\n|---|---|");
-    let (t, _) = median3(|| ys.iter().map(|y| leech::decode_unweighted(y)[0] as i64).sum::<i64>());
-    println!("| Leech decode, unweighted | {:.3} µs |", us(t));
-    let (t, _) = median3(|| ys.iter().zip(&ws).map(|(y, w)| leech::decode(y, w)[0] as i64).sum::<i64>());
-    println!("| Leech decode, weighted | {:.3} µs |", us(t));
+    let (t, _) = timed(|| ys.iter().map(|y| leech::decode_unweighted(y)[0] as i64).sum::<i64>());
+    println!("| Leech decode, unweighted | {} |", per_item(&t, us, "µs"));
+    let (t, _) = timed(|| ys.iter().zip(&ws).map(|(y, w)| leech::decode(y, w)[0] as i64).sum::<i64>());
+    println!("| Leech decode, weighted | {} |", per_item(&t, us, "µs"));
     let idx: Vec<u64> = ys.iter().map(|y| leech::index_of(&leech::decode_unweighted(y), 4)).collect();
-    let (t, _) = median3(|| idx.iter().map(|&i| leech::point_of(i, 4)[0] as i64).sum::<i64>());
-    println!("| index → point (dequant of 24 weights) | {:.3} µs |", us(t));
+    let (t, _) = timed(|| idx.iter().map(|&i| leech::point_of(i, 4)[0] as i64).sum::<i64>());
+    println!("| index → point (dequant of 24 weights) | {} |", per_item(&t, us, "µs"));
 
     let cols = 4096;
     let rows = if quick { 16 } else { 128 };
@@ -60,11 +75,11 @@ fn main() {
         let variant = Variant::new(q).unwrap();
         for (label, im) in [("plain", &ones), ("log-normal imatrix", &imp)] {
             let opts = EncodeOptions { variant, search, ..Default::default() };
-            let (secs, (bytes, st)) = median3(|| pool.install(|| kaiju1::encode_tensor(&w, cols, |_| im, opts)));
+            let (secs, (bytes, st)) = timed(|| pool.install(|| kaiju1::encode_tensor(&w, cols, |_| im, opts)));
             println!(
-                "| encode Gaussian 4096-wide, q={q} ({:.3} bpw), search {search}, {label} | {:.2} M weights/core-s, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
+                "| encode Gaussian 4096-wide, q={q} ({:.3} bpw), search {search}, {label} | {}, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
                 kaiju1::bpw(cols, variant),
-                mw(secs),
+                rate(&secs, mw, "M weights/core-s"),
                 st.sqnr_db(),
                 st.weighted_sqnr_db(),
                 st.decodes as f64 / (w.len() / 24) as f64
@@ -72,8 +87,8 @@ fn main() {
             if search == 0 && label == "plain" {
                 let mut back = vec![0f32; w.len()];
                 let (secs, _) =
-                    median3(|| pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back, variant).unwrap()));
-                println!("| dequantize KAIJU1 q={q} | {:.2} M weights/core-s |", mw(secs));
+                    timed(|| pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back, variant).unwrap()));
+                println!("| dequantize KAIJU1 q={q} | {} |", rate(&secs, mw, "M weights/core-s"));
             }
         }
     }
@@ -83,11 +98,11 @@ fn main() {
     let opts = EncodeOptions::default();
     let encode_all = || all.install(|| kaiju1::encode_tensor(&w, cols, |_| &imp, opts));
     encode_all(); // starts the pool's threads
-    let (secs, (_, st)) = median3(encode_all);
+    let (secs, (_, st)) = timed(encode_all);
     println!(
-        "| encode Gaussian 4096-wide, q=4, search 0, log-normal imatrix, {cores} threads | {:.2} M weights/s, {:.2} M weights/core-s, weighted SQNR {:.2} dB |",
-        mw(secs),
-        mw(secs) / cores as f64,
+        "| encode Gaussian 4096-wide, q=4, search 0, log-normal imatrix, {cores} threads | {}, {}, weighted SQNR {:.2} dB |",
+        rate(&secs, mw, "M weights/s"),
+        rate(&secs, |t| mw(t) / cores as f64, "M weights/core-s"),
         st.weighted_sqnr_db()
     );
     println!(
