@@ -30,8 +30,12 @@ pub struct CostConfig {
     pub ladder_hours_per_7b: f64,
     pub machine_type: String,
     pub usd_per_minute: f64,
+    /// the encode build's `encode` step timeout (at most `global_timeout_h`)
     pub encode_step_timeout_h: f64,
+    /// every build's timeout (at most Cloud Build's 24 h)
     pub global_timeout_h: f64,
+    /// the smallest disk a build requests; a bigger model's builds request what
+    /// `disk_gb_per_b` says it needs (at most Cloud Build's 4000 GB)
     pub disk_gb: f64,
     /// disk needed per billion parameters (f16 truth + base knot + output + scratch)
     pub disk_gb_per_b: f64,
@@ -261,6 +265,17 @@ impl RawConfig {
         if cost.parallel == 0 {
             return Err(ConfigError::Invalid("cost.parallel = 0: expected at least 1".into()));
         }
+        // what Cloud Build accepts for a build's timeout and disk
+        let within = |key: &str, v: f64, max: f64, what: &str| {
+            if v > 0.0 && v <= max {
+                Ok(())
+            } else {
+                Err(ConfigError::Invalid(format!("cost.{key} = {v}: expected more than 0 and at most {max} ({what})")))
+            }
+        };
+        within("global_timeout_h", cost.global_timeout_h, crate::campaign::cost::MAX_TIMEOUT_H, "Cloud Build's limit")?;
+        within("encode_step_timeout_h", cost.encode_step_timeout_h, cost.global_timeout_h, "global_timeout_h")?;
+        within("disk_gb", cost.disk_gb, crate::campaign::cost::MAX_DISK_GB, "Cloud Build's limit")?;
         let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
@@ -368,6 +383,23 @@ mod tests {
         assert!(e.contains("bogus") && e.contains("c.toml"), "{e}");
         let e = RawConfig::parse(Path::new("c.toml"), "[cost]\nusd_per_min = 1.0\n").unwrap_err().to_string();
         assert!(e.contains("usd_per_min"), "{e}");
+    }
+
+    #[test]
+    fn build_limits_beyond_cloud_build_are_refused() {
+        let resolve = |toml: &str| {
+            let raw = RawConfig::parse(Path::new("c.toml"), toml).unwrap();
+            raw.resolve(&CliOverrides::default(), None).map(|c| c.cost).map_err(|e| e.to_string())
+        };
+        assert_eq!(resolve("[cost]\ndisk_gb = 500.0\nglobal_timeout_h = 24.0\n").unwrap().disk_gb, 500.0);
+        let e = resolve("[cost]\nglobal_timeout_h = 30.0\n").unwrap_err();
+        assert!(e.contains("cost.global_timeout_h = 30: expected more than 0 and at most 24"), "{e}");
+        let e = resolve("[cost]\nencode_step_timeout_h = 20.0\nglobal_timeout_h = 12.0\n").unwrap_err();
+        assert!(e.contains("cost.encode_step_timeout_h = 20") && e.contains("global_timeout_h"), "{e}");
+        let e = resolve("[cost]\ndisk_gb = 0.0\n").unwrap_err();
+        assert!(e.contains("cost.disk_gb = 0"), "{e}");
+        let e = resolve("[cost]\ndisk_gb = nan\n").unwrap_err();
+        assert!(e.contains("cost.disk_gb = NaN"), "{e}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::backend::builds::{BuildInfo, BuildKind, BuildService, BuildSpec, LocalBuilds, LocalStores, Runner};
 use crate::backend::store::{LocalStore, ObjectStore};
+use crate::campaign::cost;
 use crate::campaign::gate_params::{self, Buckets};
 use crate::campaign::inventory::{self, Inventory};
 use crate::campaign::markers::{MarkerSet, Markers};
@@ -189,21 +190,25 @@ impl Campaign {
                     other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
                 };
                 let subs = gate_params::encode_params(e, &q, &self.buckets(), self.cfg.search, self.cfg.ppl_max)?;
+                let est = cost::estimate(e, false, &self.cfg.cost);
                 Ok(BuildSpec {
                     kind: BuildKind::Encode,
                     model_id: id.clone(),
                     substitutions: subs,
                     tags: vec!["kaiju".into(), "kaiju-encode".into(), id.clone()],
+                    resources: cost::resources(BuildKind::Encode, &est, &self.cfg.cost),
                 })
             }
             Action::SubmitFeeder { id, hf_source } => {
                 let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
                 let subs = gate_params::feeder_params(e, hf_source, &self.buckets())?;
+                let est = cost::estimate(e, true, &self.cfg.cost);
                 Ok(BuildSpec {
                     kind: BuildKind::Feeder,
                     model_id: id.clone(),
                     substitutions: subs,
                     tags: vec!["kaiju".into(), "iq-ladder".into(), id.clone()],
+                    resources: cost::resources(BuildKind::Feeder, &est, &self.cfg.cost),
                 })
             }
         }
@@ -321,6 +326,7 @@ mod tests {
             model_id: "a".into(),
             substitutions: Default::default(),
             tags: vec![],
+            resources: Default::default(),
         };
         let dir = c.cfg.builds_dir.join("b-dead");
         std::fs::create_dir_all(&dir).unwrap();

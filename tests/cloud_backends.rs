@@ -153,6 +153,7 @@ fn encode_spec(model: &str) -> BuildSpec {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         tags: vec![],
+        resources: Default::default(),
     }
 }
 
@@ -319,7 +320,11 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
     )
     .unwrap();
     let sa = cb.service_account(d.path());
-    let extra = format!("credentials = {:?}\n", sa.display().to_string());
+    // the configuration sizes the build machines (here a disk of 200 GB per B + 10, at least 20)
+    let extra = format!(
+        "credentials = {:?}\n[cost]\ndisk_gb = 20.0\ndisk_gb_per_b = 200.0\nglobal_timeout_h = 12.0\nencode_step_timeout_h = 2.0\n",
+        sa.display().to_string()
+    );
     config(d.path(), &e.gcs, &e.s3, &cb.server.url, (&g, &r, &l), &extra);
     let tick = || {
         std::process::Command::new(common::bin())
@@ -339,6 +344,11 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
     assert_eq!(builds[0]["id"], id.as_str());
     assert_eq!(builds[0]["substitutions"]["_EXPECT_TOKEN"], "7042");
     assert_eq!(builds[0]["substitutions"]["_F16_URI"], format!("gs://{g}/models/smollm2-135m/smollm2-135m-f16.gguf"));
+    // 0.135 B × 200 GB + 10 GB; the configured timeouts, not the YAML's 22 h and 16 h
+    assert_eq!(builds[0]["options"]["diskSizeGb"], "37");
+    assert_eq!(builds[0]["timeout"], "43200s");
+    let encode = builds[0]["steps"].as_array().unwrap().iter().find(|s| s["id"] == "encode").unwrap().clone();
+    assert_eq!(encode["timeout"], "7200s");
 
     // one build at a time: the next tick waits on it and submits nothing
     let o = tick();
@@ -357,4 +367,8 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
     assert_eq!(builds.len(), 2);
     assert!(builds[1]["tags"].as_array().unwrap().iter().any(|t| t == "iq-ladder"), "{}", builds[1]);
     assert_eq!(builds[1]["substitutions"]["_HF_SOURCE"], "Qwen/Qwen2.5-0.5B-Instruct");
+    assert_eq!(
+        (builds[1]["options"]["diskSizeGb"].as_str(), builds[1]["timeout"].as_str()),
+        (Some("108"), Some("43200s"))
+    );
 }

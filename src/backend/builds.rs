@@ -67,6 +67,20 @@ pub struct BuildSpec {
     pub model_id: String,
     pub substitutions: BTreeMap<String, String>,
     pub tags: Vec<String>,
+    /// What the build machine gets; unset values keep the build config's own.
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+/// A build's disk and time limits (Cloud Build `options.diskSizeGb`, `timeout` and step
+/// timeouts). The local backend runs builds on this machine and ignores them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Resources {
+    pub disk_gb: Option<u32>,
+    pub timeout_s: Option<u64>,
+    /// step id → that step's timeout
+    #[serde(default)]
+    pub step_timeouts_s: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

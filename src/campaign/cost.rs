@@ -1,9 +1,14 @@
 //! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
 
 use super::queue::{Entry, Tag};
-use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources};
 use crate::config::CostConfig;
 use serde::Serialize;
+
+/// The largest disk a Cloud Build machine can have (`options.diskSizeGb`).
+pub const MAX_DISK_GB: f64 = 4000.0;
+/// The longest a Cloud Build build may run (`timeout`).
+pub const MAX_TIMEOUT_H: f64 = 24.0;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Estimate {
@@ -13,7 +18,10 @@ pub struct Estimate {
     pub encode_h: f64,
     pub hours: f64,
     pub usd: f64,
+    /// the disk the model's builds need: f16 truth, base knot, output and scratch
     pub disk_gb: f64,
+    /// the disk its builds request: the need, at least the configured `disk_gb`
+    pub build_disk_gb: u32,
     pub flags: Vec<String>,
 }
 
@@ -40,9 +48,10 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     if encode_h.max(ladder_h) > c.global_timeout_h {
         flags.push(format!("global timeout {:.0}h > {:.0}h", encode_h.max(ladder_h).ceil(), c.global_timeout_h));
     }
-    if disk > c.disk_gb {
-        flags.push(format!("disk {:.0} GB > {:.0} GB", disk.ceil(), c.disk_gb));
+    if disk > MAX_DISK_GB {
+        flags.push(format!("disk {:.0} GB > Cloud Build's {MAX_DISK_GB:.0} GB", disk.ceil()));
     }
+    let build_disk_gb = disk.max(c.disk_gb).min(MAX_DISK_GB).ceil() as u32;
     Estimate {
         id: e.id.clone(),
         params_b: e.params_b,
@@ -51,8 +60,22 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
         hours,
         usd: hours * 60.0 * c.usd_per_minute,
         disk_gb: disk,
+        build_disk_gb,
         flags,
     }
+}
+
+/// What a build of `kind` for this model gets: the disk its estimate needs (at least the
+/// configured one), the configured build timeout, and for an encode build the configured
+/// timeout of its `encode` step. The configuration, not the build YAML, decides these.
+pub fn resources(kind: BuildKind, est: &Estimate, c: &CostConfig) -> Resources {
+    let secs = |h: f64| (h * 3600.0).round() as u64;
+    let mut r =
+        Resources { disk_gb: Some(est.build_disk_gb), timeout_s: Some(secs(c.global_timeout_h)), ..Default::default() };
+    if kind == BuildKind::Encode {
+        r.step_timeouts_s.insert("encode".into(), secs(c.encode_step_timeout_h));
+    }
+    r
 }
 
 /// The cost model calibrated by the campaign's own finished builds: for each build kind with
@@ -135,14 +158,14 @@ impl Plan {
         );
         for m in &self.models {
             s += &format!(
-                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>7.0}  {}\n",
+                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>7}  {}\n",
                 m.id,
                 m.params_b,
                 m.ladder_h,
                 m.encode_h,
                 m.hours,
                 m.usd,
-                m.disk_gb,
+                m.build_disk_gb,
                 m.flags.join("; ")
             );
         }
@@ -186,7 +209,29 @@ mod tests {
         let b = estimate(&e("22b", 22.0, Tag::ReadyNow), true, &c);
         assert!(b.flags.iter().any(|f| f.contains("encode step timeout")));
         let z = estimate(&e("70b", 70.0, Tag::ReadyNow), true, &c);
-        assert!(z.flags.iter().any(|f| f.contains("disk")) && z.flags.iter().any(|f| f.contains("global")));
+        assert!(z.flags.iter().any(|f| f.contains("global")), "{:?}", z.flags);
+        assert!(!z.flags.iter().any(|f| f.contains("disk")), "a 70B's builds get a bigger disk: {:?}", z.flags);
+        let huge = estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c);
+        assert!(huge.flags.iter().any(|f| f == "disk 7010 GB > Cloud Build's 4000 GB"), "{:?}", huge.flags);
+    }
+
+    #[test]
+    fn builds_get_the_disk_their_model_needs_and_the_configured_timeouts() {
+        let c = CostConfig::default();
+        // small models get the configured disk, big ones params × 3.5 GB + 10 GB
+        let small = estimate(&e("0.5b", 0.5, Tag::ReadyNow), false, &c);
+        assert_eq!(small.build_disk_gb, 100);
+        let big = estimate(&e("72b", 72.7, Tag::ReadyNow), false, &c);
+        assert_eq!(big.build_disk_gb, 265);
+        let r = resources(BuildKind::Encode, &big, &c);
+        assert_eq!((r.disk_gb, r.timeout_s), (Some(265), Some(22 * 3600)));
+        assert_eq!(r.step_timeouts_s.into_iter().collect::<Vec<_>>(), [("encode".to_string(), 16 * 3600)]);
+        let c2 = CostConfig { global_timeout_h: 8.5, disk_gb: 150.0, ..c.clone() };
+        let f = resources(BuildKind::Feeder, &estimate(&e("0.5b", 0.5, Tag::ReadyNow), true, &c2), &c2);
+        assert_eq!((f.disk_gb, f.timeout_s), (Some(150), Some(30600)));
+        assert!(f.step_timeouts_s.is_empty());
+        // never beyond what Cloud Build allows
+        assert_eq!(estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c).build_disk_gb, 4000);
     }
 
     #[test]
@@ -214,6 +259,7 @@ mod tests {
             model_id: model.into(),
             substitutions: Default::default(),
             tags: vec![],
+            resources: Default::default(),
         };
         BuildInfo {
             status,

@@ -234,6 +234,7 @@ mod tests {
             model_id: "a".into(),
             substitutions: subs.iter().map(|k| (k.to_string(), "x".to_string())).collect(),
             tags: vec![],
+            resources: Default::default(),
         };
         BuildInfo { id: "b1".into(), status, ..BuildInfo::queued("b1".into(), &spec, 0.0) }
     }

@@ -32,6 +32,7 @@ pub fn building(id: &str, kind: BuildKind, step: &str) -> BuildInfo {
         model_id: id.into(),
         substitutions: [("_OUT_KEY".to_string(), format!("kaiju/{id}-kaiju1.knot"))].into_iter().collect(),
         tags: vec![],
+        resources: Default::default(),
     };
     BuildInfo {
         status: BuildStatus::Working,

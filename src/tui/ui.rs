@@ -352,12 +352,12 @@ fn draw_details(f: &mut Frame, app: &App, area: Rect) {
     ))];
     lines.extend(r.detail.iter().map(|d| Line::from(d.as_str())));
     lines.push(Line::from(format!(
-        "estimate: ladder {:.1} h + encode {:.1} h = {:.1} h, ${:.2}, disk {:.0} GB {}",
+        "estimate: ladder {:.1} h + encode {:.1} h = {:.1} h, ${:.2}, disk {} GB {}",
         r.estimate.ladder_h,
         r.estimate.encode_h,
         r.estimate.hours,
         r.estimate.usd,
-        r.estimate.disk_gb,
+        r.estimate.build_disk_gb,
         r.estimate.flags.join("; ")
     )));
     let h = lines.len() as u16 + 4;

@@ -5,7 +5,9 @@
 //! tag and keeps only builds that also carry our substitution keys.
 
 use super::{transient_status, with_retries, CallError, Ctx};
-use crate::backend::builds::{BuildError, BuildInfo, BuildKind, BuildService, BuildSpec, BuildStatus, LogChunk};
+use crate::backend::builds::{
+    BuildError, BuildInfo, BuildKind, BuildService, BuildSpec, BuildStatus, LogChunk, Resources,
+};
 use crate::backend::store::{ObjectStore, StoreError};
 use crate::config::CloudConfig;
 use serde_json::{json, Value};
@@ -37,7 +39,8 @@ pub fn model_tag(id: &str) -> String {
 }
 
 /// The Build resource for `spec`: the config's YAML as JSON, with the spec's substitutions
-/// over the config's defaults, our tags added and our logs bucket set.
+/// over the config's defaults, our tags added, our logs bucket set, and the spec's resources
+/// (disk, build timeout, step timeouts by step id) over the config's.
 pub fn build_request(yaml: &str, spec: &BuildSpec, logs_bucket: &str) -> Result<Value, String> {
     let mut b: Value = serde_yaml_ng::from_str(yaml).map_err(|e| format!("build config: {e}"))?;
     let obj = b.as_object_mut().ok_or("build config: expected a mapping at the top")?;
@@ -62,6 +65,26 @@ pub fn build_request(yaml: &str, spec: &BuildSpec, logs_bucket: &str) -> Result<
         }
     }
     obj.insert("logsBucket".into(), Value::String(format!("gs://{logs_bucket}")));
+    let r = &spec.resources;
+    if let Some(gb) = r.disk_gb {
+        let options = obj.entry("options").or_insert_with(|| json!({}));
+        let options = options.as_object_mut().ok_or("build config: options: expected a mapping")?;
+        options.insert("diskSizeGb".into(), Value::String(gb.to_string()));
+    }
+    if let Some(s) = r.timeout_s {
+        obj.insert("timeout".into(), Value::String(format!("{s}s")));
+    }
+    if !r.step_timeouts_s.is_empty() {
+        let steps = obj.get_mut("steps").and_then(Value::as_array_mut).ok_or("build config: steps: expected a list")?;
+        for (id, s) in &r.step_timeouts_s {
+            let step = steps
+                .iter_mut()
+                .find(|st| st["id"].as_str() == Some(id.as_str()))
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| format!("build config: no step with id {id:?} to set the timeout of"))?;
+            step.insert("timeout".into(), Value::String(format!("{s}s")));
+        }
+    }
     Ok(b)
 }
 
@@ -178,14 +201,25 @@ impl CloudBuilds {
         let encode_yaml = read(&c.encode_config, ENCODE_YAML)?;
         let feeder_yaml = read(&c.feeder_config, FEEDER_YAML)?;
         // refuse a broken config now, not at the first submit
+        // with the resources the watcher sets, so a config without an `encode` step fails here
         let probe = BuildSpec {
             kind: BuildKind::Encode,
             model_id: "probe".into(),
             substitutions: Default::default(),
             tags: vec![],
+            resources: Resources {
+                disk_gb: Some(100),
+                timeout_s: Some(3600),
+                step_timeouts_s: [("encode".to_string(), 3600)].into(),
+            },
         };
         build_request(&encode_yaml, &probe, &c.logs_bucket)?;
-        build_request(&feeder_yaml, &BuildSpec { kind: BuildKind::Feeder, ..probe }, &c.logs_bucket)?;
+        let feeder = Resources { step_timeouts_s: Default::default(), ..probe.resources.clone() };
+        build_request(
+            &feeder_yaml,
+            &BuildSpec { kind: BuildKind::Feeder, resources: feeder, ..probe },
+            &c.logs_bucket,
+        )?;
         Ok(CloudBuilds {
             base: format!(
                 "{}/v1/projects/{}/locations/{}/builds",
@@ -363,6 +397,7 @@ mod tests {
             model_id: "qwen2.5-0.5b".into(),
             substitutions: [("_MODEL_ID".to_string(), "qwen2.5-0.5b".to_string())].into_iter().collect(),
             tags: vec![],
+            resources: Default::default(),
         }
     }
 
@@ -375,6 +410,7 @@ mod tests {
         assert_eq!(b["logsBucket"], "gs://kaiju-logs");
         assert_eq!(b["options"]["machineType"], "E2_HIGHCPU_32");
         assert_eq!(b["options"]["diskSizeGb"], "100");
+        assert_eq!((b["timeout"].as_str(), b["steps"][2]["timeout"].as_str()), (Some("79200s"), Some("57600s")));
         let steps: Vec<&str> = b["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
         assert_eq!(steps, ["fetch-f16", "fetch-r2", "encode", "gate", "ship"]);
         assert_eq!(strings(&b["tags"]), ["kaiju", "kaiju-encode", "model-qwen2.5-0.5b"]);
@@ -385,6 +421,28 @@ mod tests {
         bad.substitutions.insert("_lower".into(), "x".into());
         assert!(build_request(ENCODE_YAML, &bad, "l").unwrap_err().contains("_lower"));
         assert!(build_request("- a\n- b\n", &spec(BuildKind::Encode), "l").unwrap_err().contains("mapping"));
+    }
+
+    #[test]
+    fn the_spec_sizes_the_build_machine() {
+        let mut s = spec(BuildKind::Encode);
+        s.resources = Resources {
+            disk_gb: Some(265),
+            timeout_s: Some(7200),
+            step_timeouts_s: [("encode".to_string(), 3600)].into(),
+        };
+        let b = build_request(ENCODE_YAML, &s, "l").unwrap();
+        assert_eq!(b["options"]["diskSizeGb"], "265");
+        assert_eq!(b["options"]["machineType"], "E2_HIGHCPU_32", "the rest of the options stay");
+        assert_eq!(b["timeout"], "7200s");
+        let timeouts: Vec<_> = b["steps"].as_array().unwrap().iter().map(|st| st["timeout"].as_str()).collect();
+        assert_eq!(timeouts, [None, None, Some("3600s"), None, None]);
+        // a config without the step, or without options at all
+        let e = build_request(FEEDER_YAML, &BuildSpec { kind: BuildKind::Feeder, ..s.clone() }, "l").unwrap_err();
+        assert_eq!(e, "build config: no step with id \"encode\" to set the timeout of");
+        s.resources.step_timeouts_s.clear();
+        let b = build_request("steps: []\n", &s, "l").unwrap();
+        assert_eq!((b["options"]["diskSizeGb"].as_str(), b["timeout"].as_str()), (Some("265"), Some("7200s")));
     }
 
     #[test]
