@@ -81,7 +81,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
         println!(
-            "plan for {} ({} at ${}/min; encode {}h and ladder {}h per 7B; timeouts {}h step / {}h global; disk at least {} GB, {} GB per B + 10)",
+            "plan for {} ({} at ${}/min; encode {}h and ladder {}h per 7B; timeouts {}h step / {}h global; disk at least {} GB, per B {} GB to encode and {} GB to feed, + 10)",
             cfg.queue.display(),
             cfg.cost.machine_type,
             cfg.cost.usd_per_minute,
@@ -90,7 +90,8 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
             cfg.cost.encode_step_timeout_h,
             cfg.cost.global_timeout_h,
             cfg.cost.disk_gb,
-            cfg.cost.disk_gb_per_b
+            cfg.cost.disk_gb_per_b,
+            cfg.cost.feeder_disk_gb_per_b
         );
         print!("{}", p.table());
     }

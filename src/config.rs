@@ -37,8 +37,11 @@ pub struct CostConfig {
     /// the smallest disk a build requests; a bigger model's builds request what
     /// `disk_gb_per_b` says it needs (at most Cloud Build's 4000 GB)
     pub disk_gb: f64,
-    /// disk needed per billion parameters (f16 truth + base knot + output + scratch)
+    /// an encode build's disk per billion parameters (f16 truth + base knot + output + scratch)
     pub disk_gb_per_b: f64,
+    /// an IQ-ladder build's disk per billion parameters (the Hugging Face download and the f16
+    /// GGUF converted from it, side by side)
+    pub feeder_disk_gb_per_b: f64,
     /// concurrent builds for the "parallel" estimate (Cloud Build caps E2_HIGHCPU_32 at ~3/region)
     pub parallel: usize,
 }
@@ -54,6 +57,7 @@ impl Default for CostConfig {
             global_timeout_h: 22.0,
             disk_gb: 100.0,
             disk_gb_per_b: 3.5,
+            feeder_disk_gb_per_b: 5.0,
             parallel: 3,
         }
     }

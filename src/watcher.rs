@@ -190,25 +190,23 @@ impl Campaign {
                     other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
                 };
                 let subs = gate_params::encode_params(e, &q, &self.buckets(), self.cfg.search, self.cfg.ppl_max)?;
-                let est = cost::estimate(e, false, &self.cfg.cost);
                 Ok(BuildSpec {
                     kind: BuildKind::Encode,
                     model_id: id.clone(),
                     substitutions: subs,
                     tags: vec!["kaiju".into(), "kaiju-encode".into(), id.clone()],
-                    resources: cost::resources(BuildKind::Encode, &est, &self.cfg.cost),
+                    resources: cost::resources(BuildKind::Encode, e, &self.cfg.cost),
                 })
             }
             Action::SubmitFeeder { id, hf_source } => {
                 let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
                 let subs = gate_params::feeder_params(e, hf_source, &self.buckets())?;
-                let est = cost::estimate(e, true, &self.cfg.cost);
                 Ok(BuildSpec {
                     kind: BuildKind::Feeder,
                     model_id: id.clone(),
                     substitutions: subs,
                     tags: vec!["kaiju".into(), "iq-ladder".into(), id.clone()],
-                    resources: cost::resources(BuildKind::Feeder, &est, &self.cfg.cost),
+                    resources: cost::resources(BuildKind::Feeder, e, &self.cfg.cost),
                 })
             }
         }

@@ -320,9 +320,11 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
     )
     .unwrap();
     let sa = cb.service_account(d.path());
-    // the configuration sizes the build machines (here a disk of 200 GB per B + 10, at least 20)
+    // the configuration sizes the build machines (here a disk of 200 GB per B + 10 to encode,
+    // 300 to feed, at least 20)
     let extra = format!(
-        "credentials = {:?}\n[cost]\ndisk_gb = 20.0\ndisk_gb_per_b = 200.0\nglobal_timeout_h = 12.0\nencode_step_timeout_h = 2.0\n",
+        "credentials = {:?}\n[cost]\ndisk_gb = 20.0\ndisk_gb_per_b = 200.0\nfeeder_disk_gb_per_b = 300.0\n\
+         global_timeout_h = 12.0\nencode_step_timeout_h = 2.0\n",
         sa.display().to_string()
     );
     config(d.path(), &e.gcs, &e.s3, &cb.server.url, (&g, &r, &l), &extra);
@@ -369,6 +371,6 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
     assert_eq!(builds[1]["substitutions"]["_HF_SOURCE"], "Qwen/Qwen2.5-0.5B-Instruct");
     assert_eq!(
         (builds[1]["options"]["diskSizeGb"].as_str(), builds[1]["timeout"].as_str()),
-        (Some("108"), Some("43200s"))
+        (Some("157"), Some("43200s"))
     );
 }

@@ -18,9 +18,9 @@ pub struct Estimate {
     pub encode_h: f64,
     pub hours: f64,
     pub usd: f64,
-    /// the disk the model's builds need: f16 truth, base knot, output and scratch
+    /// the disk the model's builds still to run need (the larger of the two kinds)
     pub disk_gb: f64,
-    /// the disk its builds request: the need, at least the configured `disk_gb`
+    /// the disk the larger of them requests: the need, at least the configured `disk_gb`
     pub build_disk_gb: u32,
     pub flags: Vec<String>,
 }
@@ -40,7 +40,10 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     let encode_h = scale * c.encode_hours_per_7b;
     let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
-    let disk = e.params_b * c.disk_gb_per_b + 10.0;
+    let disk = disk_need_gb(BuildKind::Encode, e.params_b, c).max(match needs_ladder {
+        true => disk_need_gb(BuildKind::Feeder, e.params_b, c),
+        false => 0.0,
+    });
     let mut flags = Vec::new();
     if encode_h > c.encode_step_timeout_h {
         flags.push(format!("encode step timeout {:.0}h > {:.0}h", encode_h.ceil(), c.encode_step_timeout_h));
@@ -51,7 +54,7 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     if disk > MAX_DISK_GB {
         flags.push(format!("disk {:.0} GB > Cloud Build's {MAX_DISK_GB:.0} GB", disk.ceil()));
     }
-    let build_disk_gb = disk.max(c.disk_gb).min(MAX_DISK_GB).ceil() as u32;
+    let build_disk_gb = build_disk_gb(disk, c);
     Estimate {
         id: e.id.clone(),
         params_b: e.params_b,
@@ -65,13 +68,30 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     }
 }
 
-/// What a build of `kind` for this model gets: the disk its estimate needs (at least the
-/// configured one), the configured build timeout, and for an encode build the configured
-/// timeout of its `encode` step. The configuration, not the build YAML, decides these.
-pub fn resources(kind: BuildKind, est: &Estimate, c: &CostConfig) -> Resources {
+/// The disk a build of `kind` needs for a model of `params_b` billion parameters: per B the
+/// configured figure (an encode build holds the f16 truth, the base knot and the output; a
+/// feeder the Hugging Face download and the f16 GGUF made from it), plus 10 GB.
+pub fn disk_need_gb(kind: BuildKind, params_b: f64, c: &CostConfig) -> f64 {
+    let per_b = match kind {
+        BuildKind::Encode => c.disk_gb_per_b,
+        BuildKind::Feeder => c.feeder_disk_gb_per_b,
+    };
+    params_b * per_b + 10.0
+}
+
+/// The disk a build requests for a need: at least the configured `disk_gb`, at most Cloud
+/// Build's limit.
+fn build_disk_gb(need: f64, c: &CostConfig) -> u32 {
+    need.max(c.disk_gb).min(MAX_DISK_GB).ceil() as u32
+}
+
+/// What a build of `kind` for `e` gets: the disk it needs (at least the configured one), the
+/// configured build timeout, and for an encode build the configured timeout of its `encode`
+/// step. The configuration, not the build YAML, decides these.
+pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
     let secs = |h: f64| (h * 3600.0).round() as u64;
-    let mut r =
-        Resources { disk_gb: Some(est.build_disk_gb), timeout_s: Some(secs(c.global_timeout_h)), ..Default::default() };
+    let disk = build_disk_gb(disk_need_gb(kind, e.params_b, c), c);
+    let mut r = Resources { disk_gb: Some(disk), timeout_s: Some(secs(c.global_timeout_h)), ..Default::default() };
     if kind == BuildKind::Encode {
         r.step_timeouts_s.insert("encode".into(), secs(c.encode_step_timeout_h));
     }
@@ -218,20 +238,23 @@ mod tests {
     #[test]
     fn builds_get_the_disk_their_model_needs_and_the_configured_timeouts() {
         let c = CostConfig::default();
-        // small models get the configured disk, big ones params × 3.5 GB + 10 GB
-        let small = estimate(&e("0.5b", 0.5, Tag::ReadyNow), false, &c);
-        assert_eq!(small.build_disk_gb, 100);
-        let big = estimate(&e("72b", 72.7, Tag::ReadyNow), false, &c);
-        assert_eq!(big.build_disk_gb, 265);
+        // small models get the configured disk; big ones params × 3.5 GB + 10 GB to encode,
+        // params × 5 GB + 10 GB to feed
+        let small = e("0.5b", 0.5, Tag::ReadyNow);
+        assert_eq!(estimate(&small, false, &c).build_disk_gb, 100);
+        let big = e("72b", 72.7, Tag::AutoFeed);
+        assert_eq!(estimate(&big, false, &c).build_disk_gb, 265);
+        assert_eq!(estimate(&big, true, &c).build_disk_gb, 374, "the feeder's is the larger need");
         let r = resources(BuildKind::Encode, &big, &c);
         assert_eq!((r.disk_gb, r.timeout_s), (Some(265), Some(22 * 3600)));
         assert_eq!(r.step_timeouts_s.into_iter().collect::<Vec<_>>(), [("encode".to_string(), 16 * 3600)]);
+        assert_eq!(resources(BuildKind::Feeder, &big, &c).disk_gb, Some(374));
         let c2 = CostConfig { global_timeout_h: 8.5, disk_gb: 150.0, ..c.clone() };
-        let f = resources(BuildKind::Feeder, &estimate(&e("0.5b", 0.5, Tag::ReadyNow), true, &c2), &c2);
+        let f = resources(BuildKind::Feeder, &small, &c2);
         assert_eq!((f.disk_gb, f.timeout_s), (Some(150), Some(30600)));
         assert!(f.step_timeouts_s.is_empty());
         // never beyond what Cloud Build allows
-        assert_eq!(estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c).build_disk_gb, 4000);
+        assert_eq!(resources(BuildKind::Encode, &e("2t", 2000.0, Tag::ReadyNow), &c).disk_gb, Some(4000));
     }
 
     #[test]
