@@ -24,7 +24,10 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostConfig {
-    /// KAIJU encode hours per 7B of parameters (legacy encoder: 8–12 h)
+    /// KAIJU encode build hours per 7B of parameters, the prior until a build has succeeded
+    /// (the legacy encoder took 8–12 h). 0.5 h: a 7B's encode is about a minute on 32 vCPUs
+    /// at the codec's ≥ 10 M weights/core-s; the rest (15 GB of f16 in, the base knot, the
+    /// gate, 2 GB out, start-up) is an allowance, not yet measured on Cloud Build
     pub encode_hours_per_7b: f64,
     /// IQ-ladder (f16 + imatrix) hours per 7B (2–8 h)
     pub ladder_hours_per_7b: f64,
@@ -49,7 +52,7 @@ pub struct CostConfig {
 impl Default for CostConfig {
     fn default() -> Self {
         CostConfig {
-            encode_hours_per_7b: 10.0,
+            encode_hours_per_7b: 0.5,
             ladder_hours_per_7b: 5.0,
             machine_type: "E2_HIGHCPU_32".into(),
             usd_per_minute: 0.064,

@@ -221,7 +221,8 @@ mod tests {
 
     #[test]
     fn linear_in_params_with_flags_for_big_models() {
-        let c = CostConfig::default();
+        // the legacy encoder's hours, which the timeouts were made for
+        let c = CostConfig { encode_hours_per_7b: 10.0, ..Default::default() };
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
         assert!((a.encode_h - 10.0).abs() < 1e-9 && a.ladder_h == 0.0);
         assert!((a.usd - 10.0 * 60.0 * 0.064).abs() < 1e-9);
@@ -233,6 +234,9 @@ mod tests {
         assert!(!z.flags.iter().any(|f| f.contains("disk")), "a 70B's builds get a bigger disk: {:?}", z.flags);
         let huge = estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c);
         assert!(huge.flags.iter().any(|f| f == "disk 7010 GB > Cloud Build's 4000 GB"), "{:?}", huge.flags);
+        // the default prior, this encoder's: a 70B encode build in 5 h, within every timeout
+        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &CostConfig::default());
+        assert!((z.encode_h - 5.0).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
     }
 
     #[test]
@@ -259,7 +263,7 @@ mod tests {
 
     #[test]
     fn serial_is_sum_parallel_is_makespan() {
-        let c = CostConfig { parallel: 2, ..Default::default() };
+        let c = CostConfig { parallel: 2, encode_hours_per_7b: 10.0, ..Default::default() };
         let q = vec![
             e("a", 7.0, Tag::ReadyNow),
             e("b", 14.0, Tag::AutoFeed),

@@ -468,13 +468,14 @@ impl App {
         (serial, parallel, usd, spent)
     }
 
-    /// Estimated remaining seconds of a build (cost model hours minus elapsed).
+    /// Estimated remaining seconds of a build (cost model hours minus elapsed); negative when
+    /// the build has run past its estimate.
     pub fn remaining(&self, b: &BuildInfo) -> f64 {
         let Some(r) = self.rows.iter().find(|r| Some(&r.id) == b.model().as_ref()) else { return 0.0 };
         let h = match b.kind {
             Some(BuildKind::Feeder) => r.estimate.ladder_h.max(r.params_b / 7.0 * self.ladder_hours_per_7b),
             _ => r.estimate.encode_h,
         };
-        (h * 3600.0 - b.elapsed(self.now)).max(0.0)
+        h * 3600.0 - b.elapsed(self.now)
     }
 }

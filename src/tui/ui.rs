@@ -223,15 +223,18 @@ fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
                 let kind = b.kind.map(|k| k.as_str()).unwrap_or("?");
                 let model = b.model().unwrap_or_default();
                 if wide {
+                    let eta = match app.remaining(b) {
+                        s if s >= 0.0 => format!("~{} left", fmt_dur(s)),
+                        s => format!("{} overdue", fmt_dur(-s)),
+                    };
                     Line::from(format!(
-                        "{} {} {} {} step {} · {} elapsed · ~{} left · ${:.2}",
+                        "{} {} {} {} step {} · {} elapsed · {eta} · ${:.2}",
                         b.id,
                         model,
                         kind,
                         b.status.as_str(),
                         b.step.as_deref().unwrap_or("-"),
                         fmt_dur(el),
-                        fmt_dur(app.remaining(b)),
                         cost
                     ))
                 } else {
