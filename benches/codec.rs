@@ -36,16 +36,13 @@ fn timed<R>(mut f: impl FnMut() -> R) -> ([f64; RUNS], R) {
     (times, out.expect("at least one run"))
 }
 
-/// A rate from sorted run times: the median's, then the slowest and fastest run's.
-fn rate(times: &[f64; RUNS], per_sec: impl Fn(f64) -> f64, unit: &str) -> String {
-    let (lo, mid, hi) = (per_sec(times[RUNS - 1]), per_sec(times[RUNS / 2]), per_sec(times[0]));
-    format!("{mid:.2} {unit} (runs {lo:.2}–{hi:.2})")
-}
-
-/// A time per item from sorted run times: the median's, then the fastest and slowest run's.
-fn per_item(times: &[f64; RUNS], each: impl Fn(f64) -> f64, unit: &str) -> String {
-    let (lo, mid, hi) = (each(times[0]), each(times[RUNS / 2]), each(times[RUNS - 1]));
-    format!("{mid:.3} {unit} (runs {lo:.3}–{hi:.3})")
+/// A figure `of` the sorted run times: the median run's, then the range over the runs
+/// (lowest first, whether the figure grows with the time, as a time per item does, or falls,
+/// as a rate does), with `digits` decimals.
+fn figure(times: &[f64; RUNS], of: impl Fn(f64) -> f64, unit: &str, digits: usize) -> String {
+    let (a, mid, b) = (of(times[0]), of(times[RUNS / 2]), of(times[RUNS - 1]));
+    let (lo, hi) = (a.min(b), a.max(b));
+    format!("{mid:.digits$} {unit} (runs {lo:.digits$}–{hi:.digits$})")
 }
 
 fn main() {
@@ -58,12 +55,12 @@ fn main() {
     let us = |secs: f64| secs * 1e6 / n as f64;
     println!("| measurement | value |\n|---|---|");
     let (t, _) = timed(|| ys.iter().map(|y| leech::decode_unweighted(y)[0] as i64).sum::<i64>());
-    println!("| Leech decode, unweighted | {} |", per_item(&t, us, "µs"));
+    println!("| Leech decode, unweighted | {} |", figure(&t, us, "µs", 3));
     let (t, _) = timed(|| ys.iter().zip(&ws).map(|(y, w)| leech::decode(y, w)[0] as i64).sum::<i64>());
-    println!("| Leech decode, weighted | {} |", per_item(&t, us, "µs"));
+    println!("| Leech decode, weighted | {} |", figure(&t, us, "µs", 3));
     let idx: Vec<u64> = ys.iter().map(|y| leech::index_of(&leech::decode_unweighted(y), 4)).collect();
     let (t, _) = timed(|| idx.iter().map(|&i| leech::point_of(i, 4)[0] as i64).sum::<i64>());
-    println!("| index → point (dequant of 24 weights) | {} |", per_item(&t, us, "µs"));
+    println!("| index → point (dequant of 24 weights) | {} |", figure(&t, us, "µs", 3));
 
     let cols = 4096;
     let rows = if quick { 16 } else { 128 };
@@ -79,7 +76,7 @@ fn main() {
             println!(
                 "| encode Gaussian 4096-wide, q={q} ({:.3} bpw), search {search}, {label} | {}, SQNR {:.2} dB, weighted SQNR {:.2} dB, {:.1} decodes/block |",
                 kaiju1::bpw(cols, variant),
-                rate(&secs, mw, "M weights/core-s"),
+                figure(&secs, mw, "M weights/core-s", 2),
                 st.sqnr_db(),
                 st.weighted_sqnr_db(),
                 st.decodes as f64 / (w.len() / 24) as f64
@@ -88,7 +85,7 @@ fn main() {
                 let mut back = vec![0f32; w.len()];
                 let (secs, _) =
                     timed(|| pool.install(|| kaiju1::dequantize(&bytes, cols, &mut back, variant).unwrap()));
-                println!("| dequantize KAIJU1 q={q} | {} |", rate(&secs, mw, "M weights/core-s"));
+                println!("| dequantize KAIJU1 q={q} | {} |", figure(&secs, mw, "M weights/core-s", 2));
             }
         }
     }
@@ -105,8 +102,8 @@ fn main() {
     let (secs, (_, st)) = timed(encode_all);
     println!(
         "| encode Gaussian 4096-wide, q=4, search 0, log-normal imatrix, {cores} threads | {}, {}, weighted SQNR {:.2} dB |",
-        rate(&secs, mwa, "M weights/s"),
-        rate(&secs, |t| mwa(t) / cores as f64, "M weights/core-s"),
+        figure(&secs, mwa, "M weights/s", 2),
+        figure(&secs, |t| mwa(t) / cores as f64, "M weights/core-s", 2),
         st.weighted_sqnr_db()
     );
     println!(

@@ -72,6 +72,9 @@ pub struct BuildSpec {
     pub resources: Resources,
 }
 
+/// The id of the encode build's step that runs `kaiju-tui --encode` (its timeout is set apart).
+pub const ENCODE_STEP: &str = "encode";
+
 /// A build's disk and time limits (Cloud Build `options.diskSizeGb`, `timeout` and step
 /// timeouts). The local backend runs builds on this machine and ignores them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -1,7 +1,7 @@
 //! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
 
 use super::queue::{Entry, Tag};
-use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP};
 use crate::config::CostConfig;
 use serde::Serialize;
 
@@ -40,10 +40,10 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     let encode_h = scale * c.encode_hours_per_7b;
     let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
-    let disk = disk_need_gb(BuildKind::Encode, e.params_b, c).max(match needs_ladder {
-        true => disk_need_gb(BuildKind::Feeder, e.params_b, c),
-        false => 0.0,
-    });
+    let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
+    if needs_ladder {
+        disk = disk.max(disk_need_gb(BuildKind::Feeder, e.params_b, c));
+    }
     let mut flags = Vec::new();
     if encode_h > c.encode_step_timeout_h {
         flags.push(format!("encode step timeout {:.0}h > {:.0}h", encode_h.ceil(), c.encode_step_timeout_h));
@@ -93,7 +93,7 @@ pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
     let disk = build_disk_gb(disk_need_gb(kind, e.params_b, c), c);
     let mut r = Resources { disk_gb: Some(disk), timeout_s: Some(secs(c.global_timeout_h)), ..Default::default() };
     if kind == BuildKind::Encode {
-        r.step_timeouts_s.insert("encode".into(), secs(c.encode_step_timeout_h));
+        r.step_timeouts_s.insert(ENCODE_STEP.into(), secs(c.encode_step_timeout_h));
     }
     r
 }

@@ -6,7 +6,7 @@
 
 use super::{transient_status, with_retries, CallError, Ctx};
 use crate::backend::builds::{
-    BuildError, BuildInfo, BuildKind, BuildService, BuildSpec, BuildStatus, LogChunk, Resources,
+    BuildError, BuildInfo, BuildKind, BuildService, BuildSpec, BuildStatus, LogChunk, Resources, ENCODE_STEP,
 };
 use crate::backend::store::{ObjectStore, StoreError};
 use crate::config::CloudConfig;
@@ -200,26 +200,24 @@ impl CloudBuilds {
         };
         let encode_yaml = read(&c.encode_config, ENCODE_YAML)?;
         let feeder_yaml = read(&c.feeder_config, FEEDER_YAML)?;
-        // refuse a broken config now, not at the first submit
-        // with the resources the watcher sets, so a config without an `encode` step fails here
-        let probe = BuildSpec {
-            kind: BuildKind::Encode,
+        // refuse a broken config now, not at the first submit, with the kinds of resources the
+        // watcher sets (so an encode config without the encode step fails here)
+        let probe = |kind| BuildSpec {
+            kind,
             model_id: "probe".into(),
             substitutions: Default::default(),
             tags: vec![],
             resources: Resources {
                 disk_gb: Some(100),
                 timeout_s: Some(3600),
-                step_timeouts_s: [("encode".to_string(), 3600)].into(),
+                step_timeouts_s: match kind {
+                    BuildKind::Encode => [(ENCODE_STEP.to_string(), 3600)].into(),
+                    BuildKind::Feeder => Default::default(),
+                },
             },
         };
-        build_request(&encode_yaml, &probe, &c.logs_bucket)?;
-        let feeder = Resources { step_timeouts_s: Default::default(), ..probe.resources.clone() };
-        build_request(
-            &feeder_yaml,
-            &BuildSpec { kind: BuildKind::Feeder, resources: feeder, ..probe },
-            &c.logs_bucket,
-        )?;
+        build_request(&encode_yaml, &probe(BuildKind::Encode), &c.logs_bucket)?;
+        build_request(&feeder_yaml, &probe(BuildKind::Feeder), &c.logs_bucket)?;
         Ok(CloudBuilds {
             base: format!(
                 "{}/v1/projects/{}/locations/{}/builds",
