@@ -39,13 +39,13 @@ impl ModelInventory {
     pub fn missing(&self) -> Vec<String> {
         let mut v = Vec::new();
         if self.f16.is_absent() {
-            v.push("f16 truth".into());
+            v.push("no f16 truth".into());
         }
         if self.imatrix.is_absent() {
-            v.push("imatrix".into());
+            v.push("no imatrix".into());
         }
         if self.base.is_absent() {
-            v.push("base knot".into());
+            v.push("no base knot".into());
         }
         if let Some(r) = self.gate.reason() {
             v.push(r);

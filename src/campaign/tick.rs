@@ -82,10 +82,10 @@ pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
     if m.ready() {
         return Next::Encode;
     }
-    let missing = m.missing().join(", ");
+    let missing = m.missing().join("; ");
     match (&e.hf_source, m.f16.is_absent() || m.imatrix.is_absent()) {
         (Some(hf), true) => Next::Feed(hf.clone()),
-        (None, true) => Next::Blocked(format!("{missing} missing and no HF source to feed from")),
+        (None, true) => Next::Blocked(format!("no HF source to feed from (hf= in the queue); not ready: {missing}")),
         (_, false) => Next::Blocked(format!("not ready: {missing}")),
     }
 }
@@ -149,7 +149,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
         }
         if e.tag == Tag::External {
-            notes.push(format!("skip {id}: EXTERNAL, waiting for {}", m.missing().join(", ")));
+            notes.push(format!("skip {id}: EXTERNAL, not ready: {}", m.missing().join("; ")));
             continue;
         }
         match next {
@@ -161,8 +161,8 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
                 };
             }
             Next::Feed(_) => notes.push(format!(
-                "skip {id}: feeder was submitted but {} still missing (FAILED; requeue to retry)",
-                m.missing().join(", ")
+                "skip {id}: feeder was submitted but not ready (FAILED; requeue to retry): {}",
+                m.missing().join("; ")
             )),
             Next::Blocked(why) => notes.push(format!("skip {id}: {why}")),
             Next::Encode => unreachable!("handled above"),
@@ -274,7 +274,10 @@ mod tests {
         let (q, i) = one(entry("a", Tag::AutoFeed, false), inv(A, A, P, gate(), A));
         let d = decide(&q, &i, &[], &none());
         assert_eq!(d.action, None);
-        assert!(d.notes[0].contains("no HF source"));
+        assert_eq!(
+            d.notes,
+            ["skip a: no HF source to feed from (hf= in the queue); not ready: no f16 truth; no imatrix"]
+        );
     }
 
     #[test]

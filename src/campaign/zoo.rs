@@ -3,6 +3,7 @@
 use super::cost::{self, Estimate};
 use super::inventory::{Inventory, ModelInventory};
 use super::markers::MarkerSet;
+use super::qspec::GateKind;
 use super::queue::Entry;
 use super::state::{latest_build, state_of, ModelState};
 use crate::backend::builds::BuildInfo;
@@ -23,12 +24,48 @@ pub struct ZooRow {
     /// ARGMAX / GATEWAY SENTINEL / MISSING / INVALID
     pub gate: String,
     pub gate_ready: bool,
+    /// The gate column's mark (the same fact as `gate`, for the tables)
+    #[serde(skip)]
+    pub gate_mark: GateMark,
     pub estimate: Estimate,
     pub last_build: Option<String>,
     /// e.g. "PASS argmax 7042", from the shipped gate log or the failed gate step
     pub gate_result: Option<String>,
     pub detail: Vec<String>,
 }
+
+/// How the zoo tables mark a model's qspec: an argmax gate, no qspec, a qspec that does not
+/// parse (the operator must fix the file), or one that is not a gate (a gateway sentinel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateMark {
+    Gate,
+    Missing,
+    Invalid,
+    NotAGate,
+}
+
+impl GateMark {
+    pub fn of(g: &GateKind) -> GateMark {
+        match g {
+            GateKind::Argmax(_) => GateMark::Gate,
+            GateKind::Missing => GateMark::Missing,
+            GateKind::Invalid(_) => GateMark::Invalid,
+            GateKind::Sentinel => GateMark::NotAGate,
+        }
+    }
+    pub fn glyph(self) -> &'static str {
+        match self {
+            GateMark::Gate => "✔",
+            GateMark::Missing => "✗",
+            GateMark::Invalid => "!",
+            GateMark::NotAGate => "∅",
+        }
+    }
+}
+
+/// What the marks in the prerequisite and gate columns mean (help overlay, README).
+pub const LEGEND: &str = "✔ present / argmax gate · ✗ absent / no qspec · ? UNKNOWN (probe failed) · \
+∅ qspec is not a gate (sentinel) · ! qspec invalid";
 
 /// One-line summary of a gate log ("PASS argmax 7042 · ppl 29.36").
 pub fn gate_summary(log: &str) -> Option<String> {
@@ -79,7 +116,7 @@ pub fn rows(
         f16: Probe::Unknown("not probed".into()),
         imatrix: Probe::Unknown("not probed".into()),
         base: Probe::Unknown("not probed".into()),
-        gate: super::qspec::GateKind::Missing,
+        gate: GateKind::Missing,
         output: Probe::Unknown("not probed".into()),
     };
     entries
@@ -120,6 +157,7 @@ pub fn rows(
                 base: m.base.clone(),
                 gate: m.gate.label().into(),
                 gate_ready: m.gate.is_gate(),
+                gate_mark: GateMark::of(&m.gate),
                 estimate: cost::estimate(e, needs_ladder, c),
                 last_build: lb.map(|b| format!("{} {}", b.id, b.status.as_str())),
                 gate_result: lb
@@ -138,13 +176,6 @@ pub fn table(rows: &[ZooRow]) -> String {
         "model", "params", "family", "state", "f16", "imat", "base", "gate", "hours", "cost $", "gate result"
     );
     for r in rows {
-        let g = if r.gate_ready {
-            "✔"
-        } else if r.gate == "MISSING" {
-            "✗"
-        } else {
-            "∅"
-        };
         s += &format!(
             "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8.1} {:>9.2}  {}\n",
             r.id,
@@ -154,7 +185,7 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.f16.glyph(),
             r.imatrix.glyph(),
             r.base.glyph(),
-            g,
+            r.gate_mark.glyph(),
             r.estimate.hours,
             r.estimate.usd,
             r.gate_result.as_deref().unwrap_or("")

@@ -117,6 +117,10 @@ pub struct App {
     pub loaded: bool,
     /// where the campaign lives when it is not the local default (shown in the header)
     pub backend: Option<String>,
+    /// the help or details popup's first shown line, when its text is taller than the screen
+    pub popup_scroll: u16,
+    /// the largest useful `popup_scroll`, as the last draw measured it
+    pub popup_max_scroll: std::cell::Cell<u16>,
 }
 
 impl App {
@@ -155,6 +159,8 @@ impl App {
             quit: false,
             loaded: false,
             backend: None,
+            popup_scroll: 0,
+            popup_max_scroll: std::cell::Cell::new(0),
         }
     }
 
@@ -278,11 +284,24 @@ impl App {
                 };
             }
             Mode::Help | Mode::Details => {
+                let act = self.km.lookup(&ev);
                 if matches!(ev.code, KeyCode::Esc)
-                    || self.km.lookup(&ev).is_some_and(|a| matches!(a, Act::Help | Act::Details | Act::Quit))
+                    || act.is_some_and(|a| matches!(a, Act::Help | Act::Details | Act::Quit))
                 {
                     self.mode = Mode::Normal;
                 }
+                // a popup taller than the screen scrolls with the list's keys
+                let max = self.popup_max_scroll.get();
+                let s = self.popup_scroll.min(max);
+                self.popup_scroll = match act {
+                    Some(Act::Up) => s.saturating_sub(1),
+                    Some(Act::Down) => (s + 1).min(max),
+                    Some(Act::PageUp) => s.saturating_sub(10),
+                    Some(Act::PageDown) => (s + 10).min(max),
+                    Some(Act::Top) => 0,
+                    Some(Act::Bottom) => max,
+                    _ => s,
+                };
                 return vec![];
             }
             Mode::Normal => {}
@@ -319,11 +338,13 @@ impl App {
             Act::Details => {
                 if row.is_some() {
                     self.mode = Mode::Details;
+                    self.popup_scroll = 0;
                 }
                 vec![]
             }
             Act::Help => {
                 self.mode = Mode::Help;
+                self.popup_scroll = 0;
                 vec![]
             }
             Act::Quit => {

@@ -335,3 +335,30 @@ fn a_build_in_flight_has_its_time_left_or_overdue() {
     a.now = NOW;
     assert!(text(&a).contains("10m50s elapsed · 8m44s overdue"), "{}", text(&a));
 }
+
+#[test]
+fn a_help_taller_than_the_screen_scrolls_to_its_last_line_and_back() {
+    let mut h = app();
+    h.on_key(key('?'));
+    let top = render(&h, 80, 24);
+    assert!(top.contains("select previous model") && !top.contains("quit"), "{top}");
+    h.on_key(key('G'));
+    let bottom = render(&h, 80, 24);
+    assert!(bottom.contains("quit") && bottom.contains("! qspec invalid"), "{bottom}");
+    assert!(!bottom.contains("select previous model"), "{bottom}");
+    // scrolling past the end stays at the end: one step up shows one more line at the top
+    for _ in 0..5 {
+        h.on_key(key('j'));
+    }
+    assert_eq!(render(&h, 80, 24), bottom);
+    h.on_key(key('k'));
+    assert_ne!(render(&h, 80, 24), bottom);
+    h.on_key(key('g'));
+    assert_eq!(render(&h, 80, 24), top);
+    // a tall screen shows it whole, without the scroll hint
+    let mut t = app();
+    t.on_key(key('?'));
+    let all = render(&t, 160, 48);
+    assert!(all.contains("select previous model") && all.contains("! qspec invalid"), "{all}");
+    assert!(!all.contains("scroll"), "{all}");
+}

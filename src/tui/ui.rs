@@ -4,6 +4,7 @@
 use super::app::{App, Mode, SortKey};
 use crate::backend::store::Probe;
 use crate::campaign::state::ModelState;
+use crate::campaign::zoo::GateMark;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -142,13 +143,12 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
         .iter()
         .map(|&i| {
             let z = &app.rows[i];
-            let gate = if z.gate_ready {
-                Cell::from("✔").style(app.theme.role(app.theme.ok))
-            } else if z.gate == "MISSING" {
-                Cell::from("✗").style(app.theme.role(app.theme.bad))
-            } else {
-                Cell::from("∅").style(app.theme.role(app.theme.warn))
+            let gate_role = match z.gate_mark {
+                GateMark::Gate => app.theme.ok,
+                GateMark::Missing | GateMark::Invalid => app.theme.bad,
+                GateMark::NotAGate => app.theme.warn,
             };
+            let gate = Cell::from(z.gate_mark.glyph()).style(app.theme.role(gate_role));
             let mut cells = vec![Cell::from(z.id.clone()), Cell::from(format!("{:.2}B", z.params_b))];
             if wide {
                 cells.push(Cell::from(z.family.clone()));
@@ -322,17 +322,58 @@ fn draw_footer(f: &mut Frame, app: &App, r: Rect) {
 }
 
 fn popup(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16) {
+    popup_at(f, app, area, title, lines, w, h, 0);
+}
+
+/// A scrollable popup (help, details): when its text is taller than the screen allows, the
+/// title says so and `app.popup_scroll` picks the first line shown (the last draw records
+/// how far it can go, for the key handler).
+fn scrolling_popup(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16) {
+    let w = w.min(area.width.saturating_sub(2)).max(10);
+    let inner = w.saturating_sub(2).max(1) as usize;
+    let text_h: usize = lines.iter().map(|l| wrapped_height(l, inner)).sum();
+    let room = area.height.saturating_sub(4).max(1) as usize;
+    let max = text_h.saturating_sub(room).min(u16::MAX as usize) as u16;
+    app.popup_max_scroll.set(max);
+    let title = if max > 0 { format!("{title} · ↑↓ scroll") } else { title.to_string() };
+    popup_at(f, app, area, &title, lines, w, text_h as u16 + 2, app.popup_scroll.min(max));
+}
+
+/// How many rows `line` takes when word-wrapped to `width` columns (greedy, as the popup's
+/// wrap does; a word wider than the row is broken).
+fn wrapped_height(line: &Line, width: usize) -> usize {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let (mut rows, mut col) = (1, 0);
+    for (i, word) in text.split(' ').enumerate() {
+        let n = word.chars().count() + usize::from(i > 0);
+        if col + n > width && col > 0 {
+            rows += 1;
+            col = word.chars().count();
+        } else {
+            col += n;
+        }
+        while col > width {
+            rows += 1;
+            col -= width;
+        }
+    }
+    rows
+}
+
+#[allow(clippy::too_many_arguments)]
+fn popup_at(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16, scroll: u16) {
     let w = w.min(area.width.saturating_sub(2)).max(10);
     let h = h.min(area.height.saturating_sub(2)).max(3);
     let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
     f.render_widget(Clear, r);
     let t = format!(" {title} ");
-    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block(app, &t)).style(app.theme.base()), r);
+    let p = Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0));
+    f.render_widget(p.block(block(app, &t)).style(app.theme.base()), r);
 }
 
 fn draw_help(f: &mut Frame, app: &App, area: Rect) {
     let kw = app.km.help(app.readonly).iter().map(|(k, _)| k.chars().count()).max().unwrap_or(4);
-    let lines: Vec<Line> = app
+    let mut lines: Vec<Line> = app
         .km
         .help(app.readonly)
         .into_iter()
@@ -343,8 +384,9 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect) {
             ])
         })
         .collect();
-    let h = lines.len() as u16 + 2;
-    popup(f, app, area, "keys (? or esc closes)", lines, 72, h);
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(crate::campaign::zoo::LEGEND, app.theme.role(app.theme.dim))));
+    scrolling_popup(f, app, area, "keys (? or esc closes)", lines, 72);
 }
 
 fn draw_details(f: &mut Frame, app: &App, area: Rect) {
@@ -363,8 +405,7 @@ fn draw_details(f: &mut Frame, app: &App, area: Rect) {
         r.estimate.build_disk_gb,
         r.estimate.flags.join("; ")
     )));
-    let h = lines.len() as u16 + 4;
-    popup(f, app, area, "details (esc closes)", lines, area.width.saturating_sub(8), h);
+    scrolling_popup(f, app, area, "details (esc closes)", lines, area.width.saturating_sub(8));
 }
 
 /// Sort keys in the header use the Debug names; keep them short.
