@@ -189,7 +189,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("kaiju-tui: error: {e:#}");
+            eprintln!("kaiju-tui: error: {}", crate::commands::error_line(&e));
             ExitCode::from(crate::commands::exit_code_of(&e))
         }
     }

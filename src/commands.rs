@@ -12,6 +12,21 @@ use crate::watcher::{Campaign, WatchError};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
+/// An error as one line: the message, then each cause in its chain that the text so far does
+/// not already say (the core's errors often carry their source in their own message, and
+/// anyhow's `{:#}` would print it twice).
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for c in e.chain().skip(1) {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s += ": ";
+            s += &t;
+        }
+    }
+    s
+}
+
 /// Map an error to the documented exit code.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     for c in e.chain() {
@@ -304,5 +319,30 @@ pub fn follow_build(b: &dyn BuildService, id: &str) -> anyhow::Result<()> {
             return Ok(());
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Opening {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn an_error_line_says_each_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(Opening { path: "/x.gguf".into(), source: io() });
+        assert_eq!(error_line(&e), "/x.gguf: No such file or directory");
+        // a context above it adds its own words, and a cause the text does not say is kept
+        let e = e.context("reading the f16 truth");
+        assert_eq!(error_line(&e), "reading the f16 truth: /x.gguf: No such file or directory");
+        let e = anyhow::Error::new(io()).context("probe");
+        assert_eq!(error_line(&e), "probe: No such file or directory");
     }
 }

@@ -283,6 +283,26 @@ impl RawConfig {
         within("global_timeout_h", cost.global_timeout_h, crate::campaign::cost::MAX_TIMEOUT_H, "Cloud Build's limit")?;
         within("encode_step_timeout_h", cost.encode_step_timeout_h, cost.global_timeout_h, "global_timeout_h")?;
         within("disk_gb", cost.disk_gb, crate::campaign::cost::MAX_DISK_GB, "Cloud Build's limit")?;
+        // the estimates' figures: a negative or infinite one would show as a cost or an ETA
+        for (key, v) in [
+            ("encode_hours_per_7b", cost.encode_hours_per_7b),
+            ("ladder_hours_per_7b", cost.ladder_hours_per_7b),
+            ("disk_gb_per_b", cost.disk_gb_per_b),
+            ("feeder_disk_gb_per_b", cost.feeder_disk_gb_per_b),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(ConfigError::Invalid(format!("cost.{key} = {v}: expected a finite number above 0")));
+            }
+        }
+        if !(cost.usd_per_minute >= 0.0 && cost.usd_per_minute.is_finite()) {
+            return Err(ConfigError::Invalid(format!(
+                "cost.usd_per_minute = {}: expected a finite price of 0 or more",
+                cost.usd_per_minute
+            )));
+        }
+        if let Some(p) = self.ppl_max.filter(|p| !(*p > 0.0 && p.is_finite())) {
+            return Err(ConfigError::Invalid(format!("ppl_max = {p}: expected a finite perplexity above 0")));
+        }
         let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
@@ -407,6 +427,16 @@ mod tests {
         assert!(e.contains("cost.disk_gb = 0"), "{e}");
         let e = resolve("[cost]\ndisk_gb = nan\n").unwrap_err();
         assert!(e.contains("cost.disk_gb = NaN"), "{e}");
+        // the estimates' own figures
+        let e = resolve("[cost]\nusd_per_minute = -1.0\n").unwrap_err();
+        assert!(e.contains("cost.usd_per_minute = -1: expected a finite price"), "{e}");
+        assert_eq!(resolve("[cost]\nusd_per_minute = 0.0\n").unwrap().usd_per_minute, 0.0);
+        let e = resolve("[cost]\nladder_hours_per_7b = 0.0\n").unwrap_err();
+        assert!(e.contains("cost.ladder_hours_per_7b = 0: expected a finite number above 0"), "{e}");
+        let e = resolve("[cost]\nfeeder_disk_gb_per_b = inf\n").unwrap_err();
+        assert!(e.contains("cost.feeder_disk_gb_per_b = inf"), "{e}");
+        let e = resolve("ppl_max = -3.0\n").unwrap_err();
+        assert!(e.contains("ppl_max = -3: expected a finite perplexity"), "{e}");
     }
 
     #[test]

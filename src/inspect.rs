@@ -18,18 +18,30 @@ fn human(b: u64) -> String {
     format!("{v:.1} {}", U[i])
 }
 
+/// Whether the file begins with GGUF's magic: its first four bytes only (a model can be
+/// hundreds of GB).
+fn starts_with_gguf_magic(path: &Path) -> anyhow::Result<bool> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4);
+    let f = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    f.take(4).read_to_end(&mut head).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(head == b"GGUF")
+}
+
 /// Summarise `path`; with `model`, an imatrix's coverage of that model's matmul weights.
 pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
-    let bytes_head = std::fs::read(path).map(|b| b.starts_with(b"GGUF")).unwrap_or(false);
-    let is_imatrix = if bytes_head {
-        let g = Gguf::open(path)?;
-        g.get_str("general.type") == Some("imatrix")
-    } else {
-        true
-    };
+    let gguf = starts_with_gguf_magic(path)?;
+    let is_imatrix = !gguf || Gguf::open(path)?.get_str("general.type") == Some("imatrix");
     let mut s = String::new();
     if is_imatrix {
-        let im = Imatrix::load(path)?;
+        // a file that is not GGUF is read as the one other format here, the legacy imatrix .dat
+        let im = Imatrix::load(path).map_err(|e| {
+            if gguf {
+                anyhow::Error::new(e)
+            } else {
+                anyhow::anyhow!("{}: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ({e})", path.display())
+            }
+        })?;
         writeln!(
             s,
             "{}: imatrix ({} format), {} entries, chunks {:?}, datasets {:?}",

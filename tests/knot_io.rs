@@ -190,3 +190,18 @@ fn metadata_is_rewritten_in_place_at_the_same_size_only() {
     assert_eq!(g.data(g.tensor("a").unwrap()), &[1u8; 16]);
     assert_eq!(g.data(g.tensor("b").unwrap()), &[2u8; 16]);
 }
+
+#[test]
+fn inspect_reads_both_imatrix_formats_and_names_a_file_that_is_neither() {
+    let g = kaiju::inspect::inspect(&common::imatrix_gguf(), None).unwrap();
+    assert!(g.contains("imatrix (gguf format), 210 entries"), "{g}");
+    let d = kaiju::inspect::inspect(&common::imatrix_dat(), None).unwrap();
+    assert!(d.contains("imatrix (dat format), 210 entries"), "{d}");
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"hello\n").unwrap();
+    let e = kaiju::inspect::inspect(&junk, None).unwrap_err().to_string();
+    assert!(e.contains("junk.gguf: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ("), "{e}");
+    let e = kaiju::inspect::inspect(&dir.path().join("absent"), None).unwrap_err().to_string();
+    assert!(e.contains("absent: ") && e.contains("No such file"), "{e}");
+}
