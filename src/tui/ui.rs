@@ -59,11 +59,15 @@ pub fn draw(f: &mut Frame, app: &App) {
     let wide = area.width >= 120;
     let log_h = if area.height >= 40 { 10 } else { 5 };
     let mid_h = if area.height >= 40 { 6 } else { 4 };
+    // the zoo is as tall as its rows (borders and header: 3 more) when the screen has room;
+    // the live log takes what it leaves
+    let zoo_room = area.height.saturating_sub(2 + mid_h + log_h).max(5);
+    let zoo_h = (app.visible().len() as u16).saturating_add(3).clamp(5, zoo_room);
     let [head, table, mid, log, foot] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Min(5),
+        Constraint::Length(zoo_h),
         Constraint::Length(mid_h),
-        Constraint::Length(log_h),
+        Constraint::Min(log_h),
         Constraint::Length(1),
     ])
     .areas(area);
