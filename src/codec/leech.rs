@@ -916,25 +916,50 @@ fn ext_gcd(a: i64, b: i64) -> (i64, i64, i64) {
 /// Index of the class of `x` in Λ24/qΛ24 (Voronoi modulus q ∈ 2..=6): the basis
 /// coordinates u_k mod q as the base-q number Σ u_k·q^k (for q = 4: two bits each,
 /// coordinate k at bits 2k..2k+1, 48 bits in all).
+///
+/// On x86-64 with AVX2 it is compiled for AVX2 as a whole and chosen at run time (the basis
+/// product, the widening and the remainders then stay in vectors); the same integers either way.
 pub fn index_of(x: &Point, q: u32) -> u64 {
-    // the campaign's moduli get their own copy, so the remainders are by a constant
-    match q {
-        4 => index_of_q::<4>(x),
-        5 => index_of_q::<5>(x),
-        6 => index_of_q::<6>(x),
-        _ => index_of_dyn(x, q),
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there
+        return unsafe { index_of_avx2(x, q) };
     }
+    index_of_impl(x, q)
 }
 
-fn index_of_q<const Q: u32>(x: &Point) -> u64 {
-    index_of_dyn(x, Q)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn index_of_avx2(x: &Point, q: u32) -> u64 {
+    index_of_impl(x, q)
+}
+
+#[inline(always)]
+fn index_of_impl(x: &Point, q: u32) -> u64 {
+    // the campaign's moduli get their own copy, so the remainders are by a constant
+    match q {
+        4 => index_of_dyn(x, 4),
+        5 => index_of_dyn(x, 5),
+        6 => index_of_dyn(x, 6),
+        _ => index_of_dyn(x, q),
+    }
 }
 
 #[inline(always)]
 fn index_of_dyn(x: &Point, q: u32) -> u64 {
     let mut idx = 0u64;
     let mut place = 1u64;
-    for a in basis_coords8(x) {
+    // every encoder point's coordinates fit 32-bit lanes (see `fits_i32`): the digits are
+    // taken there, without widening
+    if fits_i32(x) {
+        for a in coords8_small(x) {
+            debug_assert_eq!(a % 8, 0, "not a lattice point");
+            idx += (a >> 3).rem_euclid(q as i32) as u64 * place;
+            place = place.wrapping_mul(q as u64);
+        }
+        return idx;
+    }
+    for a in coords8_wide(x) {
         debug_assert_eq!(a % 8, 0, "not a lattice point");
         idx += (a >> 3).rem_euclid(q as i64) as u64 * place;
         place = place.wrapping_mul(q as u64);
@@ -942,19 +967,38 @@ fn index_of_dyn(x: &Point, q: u32) -> u64 {
     idx
 }
 
+/// Whether x · 8B⁻¹ fits 32-bit lanes: |8B⁻¹| < 2^10, so |x_i| < 2^14 keeps each of the 24
+/// products below 2^24 and the sum below 2^29. One OR over the magnitudes (a value of 2^14
+/// or more sets a bit that no smaller one does), which vectorises where `all` would not.
+#[inline(always)]
+fn fits_i32(x: &Point) -> bool {
+    x.iter().fold(0u32, |m, &v| m | v.unsigned_abs()) < 1 << 14
+}
+
 /// 8·u, the basis coordinates of `x` times 8: x · 8B⁻¹, row by row, each row one
 /// whole-width vector operation. In 32-bit lanes (AVX2 when the CPU has it) when the
 /// coordinates are small enough for the sums to fit, as every encoder point's are.
+#[cfg(test)]
 fn basis_coords8(x: &Point) -> [i64; N] {
-    // |8B⁻¹| < 2^10, so |x_i| < 2^14 keeps each of the 24 products below 2^24 and the sum below 2^29
-    if x.iter().all(|&v| v.unsigned_abs() < 1 << 14) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
-            return unsafe { coords8_i32_avx2(x) }.map(|a| a as i64);
-        }
-        return coords8_i32(x).map(|a| a as i64);
+    if fits_i32(x) {
+        return coords8_small(x).map(|a| a as i64);
     }
+    coords8_wide(x)
+}
+
+/// [`basis_coords8`] in 32-bit lanes, for points that [`fits_i32`].
+#[inline(always)]
+fn coords8_small(x: &Point) -> [i32; N] {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there.
+        return unsafe { coords8_i32_avx2(x) };
+    }
+    coords8_i32(x)
+}
+
+/// [`basis_coords8`] in 64-bit arithmetic, for any point.
+fn coords8_wide(x: &Point) -> [i64; N] {
     let m = inverse8();
     let mut acc = [0i64; N];
     for (i, row) in m.iter().enumerate() {
@@ -1499,6 +1543,20 @@ pub(crate) mod tests {
 
     /// The 32-bit (AVX2 and portable) and 64-bit paths of `index_of` agree, and the index is
     /// a class invariant: adding q·w for a lattice point w, however long, changes nothing.
+    #[test]
+    fn the_vector_index_is_the_portable_one() {
+        let mut rng = Rng(77);
+        for q in [2u32, 3, 4, 5, 6] {
+            for _ in 0..300 {
+                // small points (32-bit lanes) and far ones (the 64-bit path)
+                let scale = if rng.next_u64() % 4 == 0 { 40_000.0 } else { 6.0 * q as f32 };
+                let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
+                let x = decode_unweighted(&y);
+                assert_eq!(index_of(&x, q), index_of_impl(&x, q), "q={q} x={x:?}");
+            }
+        }
+    }
+
     #[test]
     fn index_is_a_class_invariant_on_every_path() {
         let mut rng = Rng(43);
