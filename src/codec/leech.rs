@@ -1549,7 +1549,7 @@ pub(crate) mod tests {
         for q in [2u32, 3, 4, 5, 6] {
             for _ in 0..300 {
                 // small points (32-bit lanes) and far ones (the 64-bit path)
-                let scale = if rng.next_u64() % 4 == 0 { 40_000.0 } else { 6.0 * q as f32 };
+                let scale = if rng.next_u64().is_multiple_of(4) { 40_000.0 } else { 6.0 * q as f32 };
                 let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
                 let x = decode_unweighted(&y);
                 assert_eq!(index_of(&x, q), index_of_impl(&x, q), "q={q} x={x:?}");
