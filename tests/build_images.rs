@@ -1,0 +1,120 @@
+//! The images the campaign's Cloud Build configs run in are built by the repository itself
+//! (cloudbuild/cloudbuild-images.yaml and cloudbuild/images/*.Dockerfile). Docker cannot run
+//! here, so this checks that the pieces agree: every project image a build step names is
+//! built and pushed there, from a Dockerfile that provides what the steps call on.
+
+use serde_yaml_ng::Value;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn yaml(rel: &str) -> Value {
+    let p = repo().join(rel);
+    serde_yaml_ng::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// (image name, the step's whole text) for every step of `config` that runs a project image
+fn project_steps(config: &str) -> Vec<(String, String)> {
+    let y = yaml(config);
+    y["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let name = s["name"].as_str()?;
+            let img = name.strip_prefix("gcr.io/$PROJECT_ID/")?;
+            Some((img.to_string(), serde_yaml_ng::to_string(s).unwrap()))
+        })
+        .collect()
+}
+
+fn dockerfile(img: &str) -> String {
+    let p = repo().join(format!("cloudbuild/images/{img}.Dockerfile"));
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn every_project_image_the_builds_run_is_built_from_a_dockerfile_here() {
+    let images = yaml("cloudbuild/cloudbuild-images.yaml");
+    let pushed: Vec<&str> = images["images"].as_sequence().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let built = serde_yaml_ng::to_string(&images["steps"]).unwrap();
+    let mut seen = Vec::new();
+    for config in ["cloudbuild/cloudbuild-kaiju-encode.yaml", "cloudbuild/cloudbuild-iq-ladder.yaml"] {
+        for (img, step) in project_steps(config) {
+            let tag = format!("gcr.io/$PROJECT_ID/{img}");
+            assert!(pushed.contains(&tag.as_str()), "{config}: {tag} is not pushed by cloudbuild-images.yaml");
+            assert!(
+                built.contains(&format!("cloudbuild/images/{img}.Dockerfile")) && built.contains(&tag),
+                "{config}: no step of cloudbuild-images.yaml builds {tag} from cloudbuild/images/{img}.Dockerfile"
+            );
+            let df = dockerfile(&img);
+            // every /calib/ text the step reads is baked in, from the calib/ folder the
+            // images build fetches
+            for word in step.split(|c: char| c.is_whitespace() || c == '\'' || c == '"' || c == ',') {
+                if let Some(f) = word.strip_prefix("/calib/") {
+                    assert!(df.contains(&format!("COPY calib/{f} /calib/{f}")), "{img}.Dockerfile lacks /calib/{f}");
+                    assert!(built.contains(&format!("/{f}'")), "cloudbuild-images.yaml does not fetch {f}");
+                }
+            }
+            seen.push((img, step));
+        }
+    }
+    let kinds: Vec<&str> = seen.iter().map(|(i, _)| i.as_str()).collect();
+    assert!(kinds.contains(&"kaiju-tui") && kinds.contains(&"llama-cpp-tools"), "{kinds:?}");
+    // what the steps call on
+    let tui = dockerfile("kaiju-tui");
+    assert!(tui.contains("/usr/local/bin/kaiju-tui") && tui.contains("ENTRYPOINT [\"kaiju-tui\"]"));
+    let flags = tui.lines().find(|l| l.starts_with("ENV RUSTFLAGS")).expect("kaiju-tui.Dockerfile sets RUSTFLAGS");
+    // not native or v4: AVX-512 code generation slows the codec (docs/BENCHMARKS.md)
+    assert!(flags.contains("target-cpu=x86-64-v3"), "{flags}");
+    let tools = dockerfile("llama-cpp-tools");
+    for (img, step) in &seen {
+        if img == "llama-cpp-tools" {
+            for tool in ["huggingface-cli", "/llama.cpp/convert_hf_to_gguf.py", "llama-imatrix"] {
+                if step.contains(tool) {
+                    assert!(tools.contains(tool), "llama-cpp-tools.Dockerfile does not provide {tool}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_docker_context_carries_every_file_the_crate_embeds() {
+    // the kaiju-tui image compiles the crate from `COPY . .` less .dockerignore: nothing that
+    // an include_str!/include_bytes! names may be left out
+    let ignored: Vec<String> = std::fs::read_to_string(repo().join(".dockerignore"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.trim().trim_start_matches('/').to_string())
+        .collect();
+    let mut embedded = 0;
+    let mut stack = vec![repo().join("src")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            for part in text.split("include_").skip(1) {
+                let Some(arg) = part.strip_prefix("str!(\"").or_else(|| part.strip_prefix("bytes!(\"")) else {
+                    continue;
+                };
+                let rel = &arg[..arg.find('"').unwrap()];
+                let target = p.parent().unwrap().join(rel);
+                let target = target.canonicalize().unwrap_or_else(|e| panic!("{}: {rel}: {e}", p.display()));
+                let inside = target.strip_prefix(repo().canonicalize().unwrap()).unwrap();
+                let top = inside.components().next().unwrap().as_os_str().to_string_lossy().to_string();
+                assert!(!ignored.contains(&top), "{} embeds {} under ignored /{top}", p.display(), inside.display());
+                embedded += 1;
+            }
+        }
+    }
+    assert!(embedded >= 5, "found only {embedded} embedded files");
+    assert!(Path::new(&repo().join("cloudbuild/images/fetch-llama-cpp.py")).exists());
+}
