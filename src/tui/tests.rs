@@ -361,4 +361,18 @@ fn a_help_taller_than_the_screen_scrolls_to_its_last_line_and_back() {
     let all = render(&t, 160, 48);
     assert!(all.contains("select previous model") && all.contains("! qspec invalid"), "{all}");
     assert!(!all.contains("scroll"), "{all}");
+    // tiny terminals render without panicking, scrolled to the end or not
+    for (w, hgt) in [(12u16, 4u16), (30, 6), (1, 1)] {
+        let mut t = app();
+        t.on_key(key('?'));
+        render(&t, w, hgt);
+        t.on_key(key('G'));
+        render(&t, w, hgt);
+        t.on_key(code(KeyCode::Esc));
+        t.on_key(code(KeyCode::Enter));
+        render(&t, w, hgt);
+        t.on_key(code(KeyCode::Esc));
+        t.on_key(key('S'));
+        render(&t, w, hgt);
+    }
 }

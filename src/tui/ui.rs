@@ -366,8 +366,9 @@ fn wrapped_height(line: &Line, width: usize) -> usize {
 
 #[allow(clippy::too_many_arguments)]
 fn popup_at(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16, scroll: u16) {
-    let w = w.min(area.width.saturating_sub(2)).max(10);
-    let h = h.min(area.height.saturating_sub(2)).max(3);
+    // at least 10 × 3 where the terminal has room, never more than the terminal
+    let w = w.min(area.width.saturating_sub(2)).max(10).min(area.width);
+    let h = h.min(area.height.saturating_sub(2)).max(3).min(area.height);
     let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
     f.render_widget(Clear, r);
     let t = format!(" {title} ");
