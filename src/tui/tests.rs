@@ -376,3 +376,24 @@ fn a_help_taller_than_the_screen_scrolls_to_its_last_line_and_back() {
         render(&t, w, hgt);
     }
 }
+
+#[test]
+fn every_screen_renders_at_any_terminal_size() {
+    // a sweep of sizes, from a single cell up, through every mode a key can open
+    for w in [1u16, 2, 5, 9, 10, 11, 20, 40, 79, 80, 119, 120, 200] {
+        for h in [1u16, 2, 3, 4, 5, 8, 12, 24, 39, 40, 60] {
+            let mut a = app();
+            render(&a, w, h);
+            for k in [key('?'), key('G'), code(KeyCode::Esc), code(KeyCode::Enter), code(KeyCode::Esc), key('S')] {
+                a.on_key(k);
+                render(&a, w, h);
+            }
+            let mut f = app();
+            f.on_key(key('/'));
+            f.on_key(key('q'));
+            render(&f, w, h);
+            f.on_key(key('l'));
+            render(&f, w, h);
+        }
+    }
+}
