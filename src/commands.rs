@@ -121,6 +121,10 @@ pub fn status(cli: &Cli) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print!("{}", zoo::table(&rows));
+        // the marks' meaning for a reader, not for a script reading the table
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            println!("{}", zoo::LEGEND);
+        }
     }
     Ok(exit::OK)
 }
