@@ -51,7 +51,7 @@ impl Imatrix {
     }
 
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Imatrix, ImatrixError> {
-        if bytes.starts_with(b"GGUF") {
+        if bytes.starts_with(crate::gguf::MAGIC) {
             Self::from_gguf(&Gguf::from_bytes(path, bytes)?)
         } else {
             Self::from_dat(path, &bytes)

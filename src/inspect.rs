@@ -25,38 +25,24 @@ fn starts_with_gguf_magic(path: &Path) -> anyhow::Result<bool> {
     let mut head = Vec::with_capacity(4);
     let f = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     f.take(4).read_to_end(&mut head).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(head == b"GGUF")
+    Ok(head == crate::gguf::MAGIC)
 }
 
 /// Summarise `path`; with `model`, an imatrix's coverage of that model's matmul weights.
+/// The file is opened once: a GGUF file is mapped and read as a model or an imatrix by its
+/// `general.type`; any other file is read as the one other format here, the legacy .dat.
 pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
-    let gguf = starts_with_gguf_magic(path)?;
-    let is_imatrix = !gguf || Gguf::open(path)?.get_str("general.type") == Some("imatrix");
-    let mut s = String::new();
-    if is_imatrix {
-        // a file that is not GGUF is read as the one other format here, the legacy imatrix .dat
+    if !starts_with_gguf_magic(path)? {
         let im = Imatrix::load(path).map_err(|e| {
-            if gguf {
-                anyhow::Error::new(e)
-            } else {
-                anyhow::anyhow!("{}: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ({e})", path.display())
-            }
+            anyhow::anyhow!("{}: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ({e})", path.display())
         })?;
-        writeln!(
-            s,
-            "{}: imatrix ({} format), {} entries, chunks {:?}, datasets {:?}",
-            path.display(),
-            im.format,
-            im.entries.len(),
-            im.chunk_count,
-            im.datasets
-        )?;
-        if let Some(m) = model {
-            coverage(&mut s, &Gguf::open(m)?, &im, &m.display().to_string())?;
-        }
-        return Ok(s);
+        return imatrix_summary(path, &im, model);
     }
     let g = Gguf::open(path)?;
+    if g.get_str("general.type") == Some("imatrix") {
+        return imatrix_summary(path, &Imatrix::from_gguf(&g)?, model);
+    }
+    let mut s = String::new();
     writeln!(
         s,
         "{}: GGUF v{}, {} bytes ({}), alignment {}",
@@ -107,6 +93,24 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
     }
     if let Some(m) = model {
         coverage(&mut s, &g, &Imatrix::load(m)?, &format!("{} with imatrix {}", path.display(), m.display()))?;
+    }
+    Ok(s)
+}
+
+/// An imatrix's summary line, and with `model` its coverage of that model's matmul weights.
+fn imatrix_summary(path: &Path, im: &Imatrix, model: Option<&Path>) -> anyhow::Result<String> {
+    let mut s = String::new();
+    writeln!(
+        s,
+        "{}: imatrix ({} format), {} entries, chunks {:?}, datasets {:?}",
+        path.display(),
+        im.format,
+        im.entries.len(),
+        im.chunk_count,
+        im.datasets
+    )?;
+    if let Some(m) = model {
+        coverage(&mut s, &Gguf::open(m)?, im, &m.display().to_string())?;
     }
     Ok(s)
 }

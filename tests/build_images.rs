@@ -4,7 +4,7 @@
 //! built and pushed there, from a Dockerfile that provides what the steps call on.
 
 use serde_yaml_ng::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -116,5 +116,5 @@ fn the_docker_context_carries_every_file_the_crate_embeds() {
         }
     }
     assert!(embedded >= 5, "found only {embedded} embedded files");
-    assert!(Path::new(&repo().join("cloudbuild/images/fetch-llama-cpp.py")).exists());
+    assert!(repo().join("cloudbuild/images/fetch-llama-cpp.py").exists());
 }

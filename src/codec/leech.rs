@@ -1541,8 +1541,7 @@ pub(crate) mod tests {
         assert!(!surely_inside(&x, 4));
     }
 
-    /// The 32-bit (AVX2 and portable) and 64-bit paths of `index_of` agree, and the index is
-    /// a class invariant: adding q·w for a lattice point w, however long, changes nothing.
+    /// The AVX2 copy of `index_of` gives the baseline copy's index, on both of its paths.
     #[test]
     fn the_vector_index_is_the_portable_one() {
         let mut rng = Rng(77);
@@ -1557,6 +1556,8 @@ pub(crate) mod tests {
         }
     }
 
+    /// The 32-bit (AVX2 and portable) and 64-bit paths of `index_of` agree, and the index is
+    /// a class invariant: adding q·w for a lattice point w, however long, changes nothing.
     #[test]
     fn index_is_a_class_invariant_on_every_path() {
         let mut rng = Rng(43);

@@ -33,6 +33,9 @@ pub enum GgufError {
 
 pub type Result<T> = std::result::Result<T, GgufError>;
 
+/// The first four bytes of every GGUF file.
+pub const MAGIC: &[u8; 4] = b"GGUF";
+
 /// Default alignment of the data section when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
 

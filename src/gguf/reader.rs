@@ -176,7 +176,7 @@ impl Gguf {
         let b = src.bytes();
         let mut c = Cursor { b, pos: 0, path: &path };
         let magic = c.take(4, "magic")?;
-        if magic != b"GGUF" {
+        if magic != super::MAGIC {
             c.pos = 0;
             return Err(c.err("magic", format!("expected \"GGUF\", found {magic:?}")));
         }

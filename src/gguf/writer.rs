@@ -35,7 +35,7 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
 /// Serialize header + metadata + tensor infos + padding to the data section.
 pub fn encode_header(metadata: &[(String, Value)], plans: &[TensorPlan], alignment: u64) -> Vec<u8> {
     let mut out = Vec::new();
-    out.extend_from_slice(b"GGUF");
+    out.extend_from_slice(super::MAGIC);
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(plans.len() as u64).to_le_bytes());
     out.extend_from_slice(&(metadata.len() as u64).to_le_bytes());

@@ -326,21 +326,20 @@ fn draw_footer(f: &mut Frame, app: &App, r: Rect) {
 }
 
 fn popup(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16) {
-    popup_at(f, app, area, title, lines, w, h, 0);
+    render_popup(f, app, popup_rect(area, w, h), title, lines, 0);
 }
 
 /// A scrollable popup (help, details): when its text is taller than the screen allows, the
 /// title says so and `app.popup_scroll` picks the first line shown (the last draw records
 /// how far it can go, for the key handler).
 fn scrolling_popup(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16) {
-    let w = w.min(area.width.saturating_sub(2)).max(10);
-    let inner = w.saturating_sub(2).max(1) as usize;
-    let text_h: usize = lines.iter().map(|l| wrapped_height(l, inner)).sum();
-    let room = area.height.saturating_sub(4).max(1) as usize;
-    let max = text_h.saturating_sub(room).min(u16::MAX as usize) as u16;
+    let inner_w = popup_rect(area, w, 3).width.saturating_sub(2).max(1) as usize;
+    let text_h: usize = lines.iter().map(|l| wrapped_height(l, inner_w)).sum();
+    let r = popup_rect(area, w, text_h.saturating_add(2).min(u16::MAX as usize) as u16);
+    let max = text_h.saturating_sub(r.height.saturating_sub(2) as usize).min(u16::MAX as usize) as u16;
     app.popup_max_scroll.set(max);
     let title = if max > 0 { format!("{title} · ↑↓ scroll") } else { title.to_string() };
-    popup_at(f, app, area, &title, lines, w, text_h as u16 + 2, app.popup_scroll.min(max));
+    render_popup(f, app, r, &title, lines, app.popup_scroll.min(max));
 }
 
 /// How many rows `line` takes when word-wrapped to `width` columns (greedy, as the popup's
@@ -364,12 +363,15 @@ fn wrapped_height(line: &Line, width: usize) -> usize {
     rows
 }
 
-#[allow(clippy::too_many_arguments)]
-fn popup_at(f: &mut Frame, app: &App, area: Rect, title: &str, lines: Vec<Line>, w: u16, h: u16, scroll: u16) {
-    // at least 10 × 3 where the terminal has room, never more than the terminal
+/// Where a popup of `w` × `h` goes: centred, at least 10 × 3 where the terminal has room,
+/// never more than the terminal less a margin of one cell.
+fn popup_rect(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width.saturating_sub(2)).max(10).min(area.width);
     let h = h.min(area.height.saturating_sub(2)).max(3).min(area.height);
-    let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h };
+    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+}
+
+fn render_popup(f: &mut Frame, app: &App, r: Rect, title: &str, lines: Vec<Line>, scroll: u16) {
     f.render_widget(Clear, r);
     let t = format!(" {title} ");
     let p = Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0));
