@@ -2,9 +2,9 @@
 # Like-for-like speed of `kaiju-tui --encode` against llama.cpp's `llama-quantize … IQ2_XS`
 # (with an imatrix) on the same machine, interleaved, on a synthetic llama model whose rows
 # are multiples of 256 (SmolLM2's are 576 wide, so llama.cpp falls back to IQ4_NL there).
-# Not part of the test suite: it builds llama.cpp (the sources vendored in the PyPI sdist of
-# llama-cpp-python 0.3.36, about ten minutes on two cores) unless LLAMA_BIN names a folder
-# holding a built llama-quantize. Prints one line per run and the medians.
+# Not part of the test suite: it builds llama.cpp once (scripts/llama-cpp.sh: the sources
+# vendored in the llama-cpp-python 0.3.36 sdist, fetched with pip) unless LLAMA_BIN names a
+# folder holding a built llama-quantize. Prints one line per run and the medians.
 # Usage: scripts/compare-llama.sh [ROUNDS]   (run from the repository root; default 3 rounds)
 set -euo pipefail
 rounds=${1:-3}
@@ -17,31 +17,7 @@ if [ ! -f "$f16" ]; then
   q41=$(bash scripts/fetch-smollm2.sh .cache/models | tail -1)
   "$kaiju" convert --to f16 "$q41" "$f16"
 fi
-if [ -z "${LLAMA_BIN:-}" ]; then
-  LLAMA_BIN=$cache/llama.cpp/build/bin
-  if [ ! -x "$LLAMA_BIN/llama-quantize" ]; then
-    # the sdist itself from PyPI's simple index, checked against the sha256 the index gives
-    # (pip download would build the sdist's build dependencies from source first)
-    python3 - "$cache" <<'PY'
-import hashlib, re, sys, urllib.request
-page = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/").read().decode()
-url, sha = next(
-    (u, h) for u, h in re.findall(r'href="([^"#]+)#sha256=([0-9a-f]{64})"', page) if u.endswith("/llama_cpp_python-0.3.36.tar.gz")
-)
-data = urllib.request.urlopen(url).read()
-if hashlib.sha256(data).hexdigest() != sha:
-    sys.exit(f"sha256 mismatch for {url}")
-open(sys.argv[1] + "/llama_cpp_python-0.3.36.tar.gz", "wb").write(data)
-PY
-    tar -xzf "$cache"/llama_cpp_python-0.3.36.tar.gz -C "$cache"
-    rm -rf "$cache/llama.cpp"
-    mv "$cache/llama_cpp_python-0.3.36/vendor/llama.cpp" "$cache/llama.cpp"
-    echo "building llama.cpp's llama-quantize (log: $cache/llama-build.log)"
-    { cmake -S "$cache/llama.cpp" -B "$cache/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF &&
-      cmake --build "$cache/llama.cpp/build" --target llama-quantize -j"$(nproc)"; } >"$cache/llama-build.log" 2>&1 ||
-      { tail -20 "$cache/llama-build.log" >&2; exit 1; }
-  fi
-fi
+LLAMA_BIN=$(bash scripts/llama-cpp.sh llama-quantize)
 if [ ! -f "$cache/synthetic-f16.gguf" ]; then
   [ -x "$cache/venv/bin/python" ] || { python3 -m venv "$cache/venv" && "$cache/venv/bin/pip" install --quiet gguf numpy; }
   "$cache/venv/bin/python" scripts/synthetic-llama.py "$f16" "$cache"

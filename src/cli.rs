@@ -14,7 +14,7 @@ pub struct Cli {
     /// With --tick: carry the action out (submit the build).
     #[arg(long, global = true)]
     pub submit: bool,
-    /// With --tick / plan / status: machine-readable JSON output.
+    /// With --tick / plan / status / gate: machine-readable JSON output.
     #[arg(long, global = true)]
     pub json: bool,
     /// Run the KAIJU1 encoder (inside the build container).
@@ -131,12 +131,37 @@ pub enum Cmd {
         input: PathBuf,
         output: PathBuf,
     },
-    /// Run the argmax gate (and optional perplexity) on a knot.
+    /// Run the gate on a knot: the qspec's argmax cases, and with --ref and --text the
+    /// distributional check against the f16 (KL divergence, top-1 agreement, PPL ratio).
     Gate {
         #[arg(long)]
         knot: PathBuf,
         #[arg(long)]
         qspec: PathBuf,
+        /// the f16 truth the knot was encoded from (the distributional check's reference)
+        #[arg(long = "ref", value_name = "F16")]
+        reference: Option<PathBuf>,
+        /// text to compare the two models over (tokenized with the knot's own tokenizer)
+        #[arg(long, value_name = "FILE")]
+        text: Option<PathBuf>,
+        /// context of each chunk of the text; its second half is scored
+        #[arg(long, default_value_t = crate::gate::DEFAULT_CTX)]
+        ctx: usize,
+        /// at most this many chunks (0: the whole text)
+        #[arg(long, default_value_t = 0)]
+        chunks: usize,
+        /// fail when the mean KL divergence exceeds this (default: [gate] kld_max)
+        #[arg(long)]
+        kld_max: Option<f64>,
+        /// fail when top-1 agreement is under this percentage (default: [gate] top1_min)
+        #[arg(long)]
+        top1_min: Option<f64>,
+        /// fail when PPL(knot)/PPL(f16) exceeds this (default: [gate] ppl_ratio_max)
+        #[arg(long)]
+        ppl_ratio_max: Option<f64>,
+        /// further argmax cases, TOKENS=EXPECT=REJECT joined by '+' (the build's _GATE_CASES)
+        #[arg(long, default_value = "")]
+        cases: String,
         /// text for ctx-128 perplexity (tokenized with the knot's own tokenizer)
         #[arg(long)]
         ppl_text: Option<PathBuf>,
@@ -153,17 +178,27 @@ pub enum Cmd {
         #[arg(long)]
         telemetry: Option<PathBuf>,
     },
-    /// Derive an argmax qspec from an f16 model's own greedy next token.
+    /// Derive an argmax qspec from an f16 model's own greedy next token on each prompt.
     MintGate {
         #[arg(long)]
         f16: PathBuf,
-        #[arg(long)]
-        prompt: String,
+        /// a prompt; repeat for several cases in one qspec (the first is its top-level prompt)
+        #[arg(long, required = true)]
+        prompt: Vec<String>,
         #[arg(long)]
         id: Option<String>,
         /// write the qspec here (default: stdout)
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Print a text's token ids as the gate tokenizes it (the model's embedded tokenizer),
+    /// comma-separated: the ids llama.cpp's `llama-tokenize --ids --no-bos` prints.
+    Tokenize {
+        /// a GGUF model (f16 or knot) whose tokenizer to use
+        #[arg(long)]
+        model: PathBuf,
+        /// the text file
+        file: PathBuf,
     },
     /// Summarise a GGUF / knot / imatrix.
     Inspect {
@@ -224,17 +259,68 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("{}: {n} bytes", output.display());
             Ok(exit::OK)
         }
+        Some(Cmd::Tokenize { model, file }) => {
+            let g = crate::gguf::Gguf::open(&model)?;
+            let tok = crate::gate::tokenizer::Tokenizer::from_gguf(&g)?;
+            let text = crate::gate::text::Text::load(&tok, &file)?;
+            let ids: Vec<String> = text.ids.iter().skip(text.bos.is_some() as usize).map(u32::to_string).collect();
+            println!("{}", ids.join(","));
+            Ok(exit::OK)
+        }
         Some(Cmd::Inspect { file, with }) => {
             print!("{}", crate::inspect::inspect(&file, with.as_deref())?);
             Ok(exit::OK)
         }
-        Some(Cmd::Gate { knot, qspec, ppl_text, ppl_max, ppl_chunks, log, telemetry }) => {
-            let log = log.unwrap_or_else(|| gate_log_path(&knot));
-            let job =
-                crate::gate::GateJob { knot, qspec, ppl_text, ppl_max, ppl_chunks, log: Some(log.clone()), telemetry };
+        Some(Cmd::Gate {
+            ref knot,
+            ref qspec,
+            ref reference,
+            ref text,
+            ctx,
+            chunks,
+            kld_max,
+            top1_min,
+            ppl_ratio_max,
+            ref cases,
+            ref ppl_text,
+            ppl_max,
+            ppl_chunks,
+            ref log,
+            ref telemetry,
+        }) => {
+            // thresholds: the flags, else the configuration's [gate] (none in a build container)
+            let conf = crate::commands::load_config(&cli)?.gate;
+            let thresholds = crate::gate::quality::Thresholds {
+                kld_max: kld_max.or(conf.kld_max),
+                top1_min: top1_min.or(conf.top1_min),
+                ppl_ratio_max: ppl_ratio_max.or(conf.ppl_ratio_max),
+            };
+            thresholds.validate("--").map_err(|e| anyhow::anyhow!(e.replace('_', "-")))?;
+            let log = log.clone().unwrap_or_else(|| gate_log_path(knot));
+            let job = crate::gate::GateJob {
+                knot: knot.clone(),
+                qspec: qspec.clone(),
+                extra_cases: crate::campaign::qspec::GateCase::parse_subst(cases)
+                    .map_err(|e| anyhow::anyhow!("--cases: {e}"))?,
+                ppl_text: ppl_text.clone(),
+                ppl_max,
+                ppl_chunks,
+                reference: reference.clone(),
+                text: text.clone(),
+                ctx,
+                chunks,
+                thresholds,
+                progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                log: Some(log.clone()),
+                telemetry: telemetry.clone(),
+            };
             let out = crate::gate::run(&job)?;
-            print!("{}", out.log_text());
-            println!("gate log: {}", log.display());
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                print!("{}", out.log_text());
+                println!("gate log: {}", log.display());
+            }
             Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
         }
         Some(Cmd::MintGate { f16, prompt, id, out }) => {

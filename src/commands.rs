@@ -143,7 +143,7 @@ pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
         }
     };
     let b = Buckets { gcs: &cfg.gcs_bucket, r2: &cfg.r2_bucket };
-    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max)
+    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max, &cfg.gate)
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
     let f = match format {
         "shell" => Format::Shell,
@@ -208,6 +208,9 @@ const DEMO_QUEUE: &str = include_str!("../assets/demo/queue.txt");
 const SMOL_QSPEC: &str = include_str!("../qspecs/smollm2-135m.qspec.json");
 const SMOL_IMATRIX: &[u8] = include_bytes!("../assets/smollm2/smol.imatrix.gguf");
 const FETCH_SCRIPT: &str = include_str!("../scripts/fetch-smollm2.sh");
+/// The demo's gate text: the Apache-2.0 licence (the first of the texts docs/BENCHMARKS.md
+/// measures over), so the demo's distributional gate runs offline.
+const DEMO_GATE_TEXT: &str = include_str!("../LICENSE");
 pub const SMOL_HF: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
 pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -242,6 +245,9 @@ fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
     write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
     write_if_absent(&crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"), SMOL_QSPEC.as_bytes())?;
+    if let Some(t) = &cfg.gate.text {
+        write_if_absent(t, DEMO_GATE_TEXT.as_bytes())?;
+    }
     let hf = cfg.hf_dir.join(SMOL_HF);
     let model = fetch_smollm2(&hf)?;
     write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
@@ -264,7 +270,10 @@ pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
         submit: Some(true),
         ..overrides(cli)
     };
-    Ok(Config::load(cli.config.as_deref(), &ov)?)
+    let mut cfg = Config::load(cli.config.as_deref(), &ov)?;
+    // the distributional gate's text, seeded with the demo (the project's own licence)
+    cfg.gate.text.get_or_insert_with(|| root.join("gate-text.txt"));
+    Ok(cfg)
 }
 
 pub fn demo(cli: &Cli) -> anyhow::Result<u8> {

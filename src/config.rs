@@ -47,6 +47,13 @@ pub struct CostConfig {
     pub feeder_disk_gb_per_b: f64,
     /// concurrent builds for the "parallel" estimate (Cloud Build caps E2_HIGHCPU_32 at ~3/region)
     pub parallel: usize,
+    /// the distributional gate's cost: core-seconds per model-token per billion parameters
+    /// (measured on the Qwen2.5-Coder-0.5B fixture, docs/BENCHMARKS.md); an encode build adds
+    /// its gate's hours to the prior until encode builds have been measured
+    pub gate_core_s_per_token_b: f64,
+    /// the model-tokens a gate runs: both models over [gate] ctx × chunks (set from [gate])
+    #[serde(skip)]
+    pub gate_model_tokens: f64,
 }
 
 impl Default for CostConfig {
@@ -62,6 +69,8 @@ impl Default for CostConfig {
             disk_gb_per_b: 3.5,
             feeder_disk_gb_per_b: 5.0,
             parallel: 3,
+            gate_core_s_per_token_b: 0.06,
+            gate_model_tokens: 2.0 * 512.0 * 16.0,
         }
     }
 }
@@ -75,6 +84,39 @@ pub struct RawLocal {
     pub hf_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub calib_text: Option<PathBuf>,
+}
+
+/// `[gate]`: the distributional gate of encode builds (figures against the f16 over a text).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateConfig {
+    /// Thresholds; each one set and missed fails the gate (unset ones are reported only).
+    pub kld_max: Option<f64>,
+    /// percent of scored tokens whose argmax is the f16's
+    pub top1_min: Option<f64>,
+    pub ppl_ratio_max: Option<f64>,
+    /// context of each chunk, and how many chunks of the text an encode build scores
+    pub ctx: usize,
+    pub chunks: usize,
+    /// the text local encode builds score (default: `[local] calib_text`); cloud builds use
+    /// the image's /calib/ppl.txt
+    pub text: Option<PathBuf>,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig { kld_max: None, top1_min: None, ppl_ratio_max: None, ctx: 512, chunks: 16, text: None }
+    }
+}
+
+impl GateConfig {
+    pub fn thresholds(&self) -> crate::gate::quality::Thresholds {
+        crate::gate::quality::Thresholds {
+            kld_max: self.kld_max,
+            top1_min: self.top1_min,
+            ppl_ratio_max: self.ppl_ratio_max,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
@@ -172,6 +214,7 @@ pub struct RawConfig {
     pub local: RawLocal,
     pub cloud: RawCloud,
     pub cost: Option<CostConfig>,
+    pub gate: GateConfig,
     pub tui: RawTui,
 }
 
@@ -196,6 +239,7 @@ pub struct Config {
     pub calib_text: Option<PathBuf>,
     pub cloud: CloudConfig,
     pub cost: CostConfig,
+    pub gate: GateConfig,
     pub theme: String,
     pub tick_interval_s: u64,
     pub color: String,
@@ -268,7 +312,7 @@ impl RawConfig {
         if !matches!(backend.as_str(), "local" | "cloud") {
             return Err(ConfigError::Invalid(format!("backend = {backend:?}: expected \"local\" or \"cloud\"")));
         }
-        let cost = self.cost.unwrap_or_default();
+        let mut cost = self.cost.unwrap_or_default();
         if cost.parallel == 0 {
             return Err(ConfigError::Invalid("cost.parallel = 0: expected at least 1".into()));
         }
@@ -289,6 +333,7 @@ impl RawConfig {
             ("ladder_hours_per_7b", cost.ladder_hours_per_7b),
             ("disk_gb_per_b", cost.disk_gb_per_b),
             ("feeder_disk_gb_per_b", cost.feeder_disk_gb_per_b),
+            ("gate_core_s_per_token_b", cost.gate_core_s_per_token_b),
         ] {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(ConfigError::Invalid(format!("cost.{key} = {v}: expected a finite number above 0")));
@@ -303,6 +348,16 @@ impl RawConfig {
         if let Some(p) = self.ppl_max.filter(|p| !(*p > 0.0 && p.is_finite())) {
             return Err(ConfigError::Invalid(format!("ppl_max = {p}: expected a finite perplexity above 0")));
         }
+        self.gate.thresholds().validate("gate.").map_err(ConfigError::Invalid)?;
+        if self.gate.ctx < 4 {
+            return Err(ConfigError::Invalid(format!("gate.ctx = {}: expected at least 4 tokens", self.gate.ctx)));
+        }
+        if self.gate.chunks == 0 {
+            return Err(ConfigError::Invalid(
+                "gate.chunks = 0: expected at least 1 (a build's gate is bounded)".into(),
+            ));
+        }
+        cost.gate_model_tokens = 2.0 * (self.gate.ctx * self.gate.chunks) as f64;
         let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
@@ -328,6 +383,7 @@ impl RawConfig {
             calib_text: l.calib_text,
             cloud,
             cost,
+            gate: self.gate,
             theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
             tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
             color,
@@ -437,6 +493,22 @@ mod tests {
         assert!(e.contains("cost.feeder_disk_gb_per_b = inf"), "{e}");
         let e = resolve("ppl_max = -3.0\n").unwrap_err();
         assert!(e.contains("ppl_max = -3: expected a finite perplexity"), "{e}");
+    }
+
+    #[test]
+    fn gate_thresholds_are_read_and_checked() {
+        let resolve = |toml: &str| {
+            let raw = RawConfig::parse(Path::new("c.toml"), toml).unwrap();
+            raw.resolve(&CliOverrides::default(), None).map(|c| c.gate).map_err(|e| e.to_string())
+        };
+        let g = resolve("[gate]\nkld_max = 0.3\ntop1_min = 70\nchunks = 4\n").unwrap();
+        assert_eq!((g.kld_max, g.top1_min, g.ppl_ratio_max, g.ctx, g.chunks), (Some(0.3), Some(70.0), None, 512, 4));
+        assert_eq!(resolve("").unwrap(), GateConfig::default());
+        assert!(resolve("[gate]\ntop1_min = 0.7e3\n").unwrap_err().contains("gate.top1_min = 700"));
+        assert!(resolve("[gate]\nkld_max = 0.0\n").unwrap_err().contains("gate.kld_max = 0"));
+        assert!(resolve("[gate]\nctx = 2\n").unwrap_err().contains("gate.ctx = 2"));
+        let e = RawConfig::parse(Path::new("c.toml"), "[gate]\nkld = 1.0\n").unwrap_err().to_string();
+        assert!(e.contains("kld"), "{e}");
     }
 
     #[test]

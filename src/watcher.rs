@@ -95,8 +95,11 @@ impl Snapshot {
             if self.inventory.get(&r.id).is_some_and(|m| m.output.is_present()) {
                 let key = crate::backend::store::keys::kaiju_gate_log(&r.id);
                 if let Ok(b) = c.r2.get_range(&key, 0, 16 << 10) {
-                    r.gate_result =
-                        crate::campaign::zoo::gate_summary(&String::from_utf8_lossy(&b)).or(r.gate_result.take());
+                    if let Some(g) = crate::campaign::zoo::gate_report(&String::from_utf8_lossy(&b)) {
+                        r.gate_result = Some(g.summary);
+                        r.gate_figures = g.figures;
+                        r.detail.extend(g.details);
+                    }
                 }
             }
         }
@@ -112,6 +115,7 @@ impl Campaign {
             r2_dir: cfg.r2_dir.clone(),
             hf_dir: cfg.hf_dir.clone(),
             calib_text: cfg.calib_text.clone(),
+            gate_text: cfg.gate.text.clone().or(cfg.calib_text.clone()),
         };
         Campaign {
             gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
@@ -189,7 +193,14 @@ impl Campaign {
                     Some(GateKind::Argmax(q)) => q.clone(),
                     other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
                 };
-                let subs = gate_params::encode_params(e, &q, &self.buckets(), self.cfg.search, self.cfg.ppl_max)?;
+                let subs = gate_params::encode_params(
+                    e,
+                    &q,
+                    &self.buckets(),
+                    self.cfg.search,
+                    self.cfg.ppl_max,
+                    &self.cfg.gate,
+                )?;
                 Ok(BuildSpec {
                     kind: BuildKind::Encode,
                     model_id: id.clone(),

@@ -2,14 +2,16 @@
 
 Usage: fetch-llama-cpp.py VERSION [SHA256] DEST
 With no SHA256 (an empty argument), the pinned digest below must be for VERSION.
+The sdist comes through pip (`pip download --no-binary :all:`), never from a hard-coded
+index URL; pip needs scikit-build-core and cmake to read the sdist's metadata.
 """
+import glob
 import hashlib
-import io
-import re
 import shutil
+import subprocess
 import sys
 import tarfile
-import urllib.request
+import tempfile
 
 PINNED = {"0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"}
 
@@ -19,20 +21,27 @@ def main(version: str, sha256: str, dest: str) -> None:
     if not want:
         sys.exit(f"fetch-llama-cpp: no sha256 given and none pinned for llama-cpp-python {version}")
     name = f"llama_cpp_python-{version}.tar.gz"
-    page = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/").read().decode()
-    urls = [u for u in re.findall(r'href="([^"#]+)#sha256=[0-9a-f]{64}"', page) if u.endswith("/" + name)]
-    if not urls:
-        sys.exit(f"fetch-llama-cpp: {name} is not on PyPI's simple index")
-    data = urllib.request.urlopen(urls[0]).read()
-    got = hashlib.sha256(data).hexdigest()
-    if got != want:
-        sys.exit(f"fetch-llama-cpp: {name}: sha256 {got}, expected {want}")
-    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
-        for m in members:
-            m.name = m.name[len(prefix):]
-        tar.extractall(dest, members=[m for m in members if m.name], filter="data")
+    with tempfile.TemporaryDirectory() as tmp:
+        pip = [sys.executable, "-m", "pip"]
+        subprocess.run(pip + ["install", "--quiet", "scikit-build-core", "cmake"], check=True)
+        subprocess.run(
+            pip + ["download", "--quiet", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+                   "-d", tmp, f"llama-cpp-python=={version}"],
+            check=True,
+        )
+        found = glob.glob(f"{tmp}/{name}")
+        if not found:
+            sys.exit(f"fetch-llama-cpp: pip did not fetch {name}")
+        data = open(found[0], "rb").read()
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            sys.exit(f"fetch-llama-cpp: {name}: sha256 {got}, expected {want}")
+        prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+        with tarfile.open(found[0]) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+            for m in members:
+                m.name = m.name[len(prefix):]
+            tar.extractall(dest, members=[m for m in members if m.name], filter="data")
     shutil.rmtree(f"{dest}/build", ignore_errors=True)
     print(f"llama.cpp from {name} (sha256 {got}) in {dest}")
 

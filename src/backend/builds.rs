@@ -188,6 +188,10 @@ pub struct LocalStores {
     pub r2_dir: PathBuf,
     pub hf_dir: PathBuf,
     pub calib_text: Option<PathBuf>,
+    /// The text the encode build's distributional gate scores (the cloud build's
+    /// /calib/ppl.txt): `[gate] text`, else `calib_text`.
+    #[serde(default)]
+    pub gate_text: Option<PathBuf>,
 }
 
 /// How local builds run.

@@ -209,14 +209,48 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
     }
     let qpath = cx.ws.join("gate.qspec.json");
     std::fs::write(&qpath, q.to_string()).map_err(|e| e.to_string())?;
-    let ppl_max = cx.spec.substitutions.get("_PPL_MAX").and_then(|s| s.parse::<f64>().ok());
+    // an empty substitution is unset, as in the cloud build's gate step
+    let subs = cx.spec.substitutions.clone();
+    let num = |k: &str| -> Result<Option<f64>, String> {
+        match subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            Some(v) => v.parse::<f64>().map(Some).map_err(|e| format!("{k}={v:?}: {e}")),
+            None => Ok(None),
+        }
+    };
+    let ppl_max = num("_PPL_MAX")?;
     let ppl_text = if ppl_max.is_some() { cx.stores.calib_text.clone() } else { None };
+    let thresholds = crate::gate::quality::Thresholds {
+        kld_max: num("_KLD_MAX")?,
+        top1_min: num("_TOP1_MIN")?,
+        ppl_ratio_max: num("_PPL_RATIO_MAX")?,
+    };
+    thresholds.validate("").map_err(|e| format!("substitution {e}"))?;
+    let text = cx.stores.gate_text.clone().or(cx.stores.calib_text.clone());
+    if text.is_none() {
+        if thresholds.any() {
+            return Err(
+                "distributional thresholds are set but no text is configured ([gate] text or [local] calib_text)"
+                    .into(),
+            );
+        }
+        cx.line("gate: no text configured ([gate] text or [local] calib_text): the distributional check is skipped");
+    }
+    let extra_cases =
+        crate::campaign::qspec::GateCase::parse_subst(subs.get("_GATE_CASES").map(String::as_str).unwrap_or(""))
+            .map_err(|e| format!("_GATE_CASES: {e}"))?;
     let job = crate::gate::GateJob {
         knot: out.clone(),
         qspec: qpath,
+        extra_cases,
         ppl_text,
         ppl_max,
         ppl_chunks: 8,
+        reference: text.as_ref().map(|_| cx.ws.join("f16.gguf")),
+        text,
+        ctx: num("_GATE_CTX")?.map(|v| v as usize).unwrap_or(0),
+        chunks: num("_GATE_CHUNKS")?.map(|v| v as usize).unwrap_or(0),
+        thresholds,
+        progress: false,
         log: Some(out.with_extension("gate.log")),
         telemetry: Some(out.with_extension("telemetry.json")),
     };
@@ -225,7 +259,7 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         cx.line(&format!("gate: {l}"));
     }
     if !g.passed() {
-        return Err(format!("gate failed: argmax {} (expected {})", g.argmax, g.expect_token));
+        return Err(format!("gate failed: {}", g.failures().join("; ")));
     }
     Ok(())
 }

@@ -34,10 +34,22 @@ pub struct Plan {
     pub total_usd: f64,
 }
 
+/// The vCPUs of a Cloud Build machine type (the number its name ends with; 1 if none).
+pub fn machine_vcpus(machine_type: &str) -> f64 {
+    let digits: String = machine_type.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+    digits.chars().rev().collect::<String>().parse::<f64>().ok().filter(|&n| n > 0.0).unwrap_or(1.0)
+}
+
+/// Hours of the encode build's distributional gate: both models over the gate's tokens, at
+/// the measured core-seconds per model-token per B, on the machine's vCPUs.
+pub fn gate_hours(params_b: f64, c: &CostConfig) -> f64 {
+    c.gate_model_tokens * c.gate_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
+}
+
 /// Per-model estimate; `needs_ladder` adds the IQ-ladder feeder's hours.
 pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     let scale = e.params_b / 7.0;
-    let encode_h = scale * c.encode_hours_per_7b;
+    let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c);
     let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
@@ -130,6 +142,8 @@ pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds
     let mut out = c.clone();
     if let Some(h) = per_7b(BuildKind::Encode) {
         out.encode_hours_per_7b = h;
+        // measured builds ran their gate: its allowance is inside the figure now
+        out.gate_model_tokens = 0.0;
     }
     if let Some(h) = per_7b(BuildKind::Feeder) {
         out.ladder_hours_per_7b = h;
@@ -222,7 +236,7 @@ mod tests {
     #[test]
     fn linear_in_params_with_flags_for_big_models() {
         // the legacy encoder's hours, which the timeouts were made for
-        let c = CostConfig { encode_hours_per_7b: 10.0, ..Default::default() };
+        let c = CostConfig { encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
         assert!((a.encode_h - 10.0).abs() < 1e-9 && a.ladder_h == 0.0);
         assert!((a.usd - 10.0 * 60.0 * 0.064).abs() < 1e-9);
@@ -234,9 +248,28 @@ mod tests {
         assert!(!z.flags.iter().any(|f| f.contains("disk")), "a 70B's builds get a bigger disk: {:?}", z.flags);
         let huge = estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c);
         assert!(huge.flags.iter().any(|f| f == "disk 7010 GB > Cloud Build's 4000 GB"), "{:?}", huge.flags);
-        // the default prior, this encoder's: a 70B encode build in 5 h, within every timeout
-        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &CostConfig::default());
-        assert!((z.encode_h - 5.0).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
+        // the default prior, this encoder's: a 70B encode build in 5 h plus its gate, within
+        // every timeout
+        let d = CostConfig::default();
+        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &d);
+        assert!((z.encode_h - 5.0 - gate_hours(70.0, &d)).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
+    }
+
+    #[test]
+    fn the_gate_allowance_is_both_models_over_its_tokens_on_the_machines_cores() {
+        let c = CostConfig::default();
+        assert_eq!(machine_vcpus("E2_HIGHCPU_32"), 32.0);
+        assert_eq!(machine_vcpus("N1_HIGHCPU_8"), 8.0);
+        assert_eq!(machine_vcpus("custom"), 1.0);
+        // 2 × 512 × 16 model-tokens × 0.06 core-s per token per B × 7 B / 32 vCPUs
+        let h = gate_hours(7.0, &c);
+        assert!((h - 16384.0 * 0.06 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{h}");
+        let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
+        assert!((a.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{a:?}");
+        // the [gate] section sets the tokens: twice the chunks, twice the allowance
+        let raw = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[gate]\nchunks = 32\n").unwrap();
+        let k = raw.resolve(&Default::default(), None).unwrap().cost;
+        assert!((gate_hours(7.0, &k) - 2.0 * h).abs() < 1e-12);
     }
 
     #[test]
@@ -263,7 +296,7 @@ mod tests {
 
     #[test]
     fn serial_is_sum_parallel_is_makespan() {
-        let c = CostConfig { parallel: 2, encode_hours_per_7b: 10.0, ..Default::default() };
+        let c = CostConfig { parallel: 2, encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
         let q = vec![
             e("a", 7.0, Tag::ReadyNow),
             e("b", 14.0, Tag::AutoFeed),
@@ -323,6 +356,7 @@ mod tests {
             CostConfig {
                 encode_hours_per_7b: c.encode_hours_per_7b,
                 ladder_hours_per_7b: c.ladder_hours_per_7b,
+                gate_model_tokens: c.gate_model_tokens,
                 ..k.clone()
             },
             c

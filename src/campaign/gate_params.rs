@@ -1,9 +1,10 @@
 //! The mechanical qspec → build substitution mapping for the KAIJU encode build (and the
 //! IQ-ladder feeder), with every value checked shell-safe.
 
-use super::qspec::QSpec;
+use super::qspec::{GateCase, QSpec};
 use super::queue::Entry;
 use crate::backend::store::keys;
+use crate::config::GateConfig;
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
@@ -15,7 +16,9 @@ pub enum ParamsError {
 /// Defaults of the shipped cloudbuild-kaiju-encode.yaml (the campaign's qwen2.5-7b build).
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 17] = [
+/// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
+/// 16 chunks, no thresholds).
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 23] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -33,6 +36,12 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 17] = [
     ("_SEARCH", "0"),
     ("_MODULUS", "4"),
     ("_MIX", ""),
+    ("_GATE_CASES", ""),
+    ("_GATE_CTX", "512"),
+    ("_GATE_CHUNKS", "16"),
+    ("_KLD_MAX", ""),
+    ("_TOP1_MIN", ""),
+    ("_PPL_RATIO_MAX", ""),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
@@ -75,9 +84,11 @@ pub fn encode_params(
     b: &Buckets,
     search: u8,
     ppl_max: Option<f64>,
+    gate: &GateConfig,
 ) -> Result<BTreeMap<String, String>, ParamsError> {
     let id = &e.id;
     let toks: Vec<String> = q.prompt_tokens.iter().map(|t| t.to_string()).collect();
+    let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     let m: BTreeMap<String, String> = [
         ("_MODEL_ID", id.clone()),
         ("_FAMILY", e.family.clone()),
@@ -96,6 +107,12 @@ pub fn encode_params(
         ("_SEARCH", search.to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
         ("_MIX", e.mix.clone().unwrap_or_default()),
+        ("_GATE_CASES", GateCase::to_subst(&q.cases)),
+        ("_GATE_CTX", gate.ctx.to_string()),
+        ("_GATE_CHUNKS", gate.chunks.to_string()),
+        ("_KLD_MAX", opt(gate.kld_max)),
+        ("_TOP1_MIN", opt(gate.top1_min)),
+        ("_PPL_RATIO_MAX", opt(gate.ppl_ratio_max)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -169,7 +186,7 @@ mod tests {
     #[test]
     fn qwen_defaults_are_preserved_by_the_mapping() {
         let b = Buckets { gcs: "kaiju-truth", r2: "kaiju-knots" };
-        let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None).unwrap();
+        let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
         assert_eq!(m.len(), QWEN25_7B_DEFAULTS.len());
         for (k, v) in QWEN25_7B_DEFAULTS {
             match k {
@@ -184,17 +201,17 @@ mod tests {
     #[test]
     fn unsafe_values_are_refused_and_formats_render() {
         let b = Buckets { gcs: "bucket;rm -rf", r2: "r2" };
-        let e = encode_params(&entry("x"), &qspec(), &b, 0, None).unwrap_err().to_string();
+        let e = encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap_err().to_string();
         assert!(e.contains("_F16_URI"), "{e}");
         let b = Buckets { gcs: "g", r2: "r2" };
-        let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5)).unwrap();
+        let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5), &GateConfig::default()).unwrap();
         assert!(render(&m, Format::Shell).contains("export _PPL_MAX='20.5'\n"));
         let g = render(&m, Format::GcloudSubst);
         assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
         // the queue's q= and mix= reach the encode step
         let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), ..entry("x") };
-        let m = encode_params(&e, &qspec(), &b, 0, None).unwrap();
+        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
         assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
     }
 }
@@ -218,7 +235,7 @@ mod cloudbuild_tests {
     fn encode_config_declares_exactly_the_mapping_with_qwen_defaults() {
         let y = include_str!("../../cloudbuild/cloudbuild-kaiju-encode.yaml");
         let subs = substitutions(y);
-        assert_eq!(subs.len(), 17);
+        assert_eq!(subs.len(), QWEN25_7B_DEFAULTS.len());
         let want: Vec<(String, String)> =
             QWEN25_7B_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(subs, want);
@@ -256,6 +273,63 @@ mod cloudbuild_tests {
         let out = String::from_utf8_lossy(&out.stdout);
         for f in ["m-kaiju1.telemetry.json", "m-kaiju1.gate.log", "m-kaiju1.knot"] {
             assert!(out.contains(&format!("s3://my-knots/models/{f}")), "{f} not shipped to my-knots:\n{out}");
+        }
+    }
+
+    /// The gate step's shell, run as Cloud Build would with `kaiju-tui` stubbed: each
+    /// distributional substitution reaches its flag, and an empty one leaves its flag out.
+    #[test]
+    fn gate_step_passes_the_distributional_substitutions() {
+        let y = include_str!("../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find("- id: gate").expect("a gate step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        let script: String = body
+            .lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect();
+        let run = |subs: &[(&str, &str)]| {
+            let mut sh = script.clone();
+            for (k, v) in subs {
+                sh = sh.replace(&format!("${{{k}}}"), v);
+            }
+            assert!(!sh.contains("${_"), "a substitution the test does not set:\n{sh}");
+            let dir = tempfile::tempdir().unwrap();
+            let sh = format!(
+                "kaiju-tui() {{ printf '%s\\n' \"$@\"; }}\ncd {}\n{}",
+                dir.path().display(),
+                sh.replace("/workspace/", "./").replace("$$", "$")
+            );
+            let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect::<Vec<_>>()
+        };
+        let base = [
+            ("_PROMPT_TOKENS", "1,2"),
+            ("_EXPECT_TOKEN", "3"),
+            ("_REJECT_TOKEN", ""),
+            ("_PPL_MAX", ""),
+            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+            ("_MODEL_ID", "m"),
+            ("_GATE_CTX", "512"),
+            ("_GATE_CHUNKS", "16"),
+        ];
+        let flag = |args: &[String], f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
+        let unset = [("_GATE_CASES", ""), ("_KLD_MAX", ""), ("_TOP1_MIN", ""), ("_PPL_RATIO_MAX", "")];
+        let args = run(&[&base[..], &unset].concat());
+        assert_eq!(flag(&args, "--ref").as_deref(), Some("./f16.gguf"));
+        assert_eq!(flag(&args, "--text").as_deref(), Some("/calib/ppl.txt"));
+        assert_eq!((flag(&args, "--ctx").as_deref(), flag(&args, "--chunks").as_deref()), (Some("512"), Some("16")));
+        for f in ["--kld-max", "--top1-min", "--ppl-ratio-max", "--cases"] {
+            assert!(flag(&args, f).is_none(), "{f} given though unset: {args:?}");
+        }
+        let set =
+            [("_GATE_CASES", "4=5=+6,7=8=9"), ("_KLD_MAX", "0.3"), ("_TOP1_MIN", "70"), ("_PPL_RATIO_MAX", "1.5")];
+        let args = run(&[&base[..], &set].concat());
+        for (f, v) in
+            [("--kld-max", "0.3"), ("--top1-min", "70"), ("--ppl-ratio-max", "1.5"), ("--cases", "4=5=+6,7=8=9")]
+        {
+            assert_eq!(flag(&args, f).as_deref(), Some(v), "{f}: {args:?}");
         }
     }
 

@@ -28,6 +28,70 @@ pub struct QSpec {
     pub reject_token: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_text: Option<String>,
+    /// Further prompts checked like the first (`prompt_tokens` … above); every case must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<GateCase>,
+}
+
+/// One argmax check: the greedy next token after `prompt_tokens` must be `expect_token`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GateCase {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_text: Option<String>,
+    pub prompt_tokens: Vec<u32>,
+    pub expect_token: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject_token: Option<u32>,
+}
+
+impl GateCase {
+    fn check(&self, what: &str) -> Result<(), String> {
+        if self.prompt_tokens.is_empty() {
+            return Err(format!("{what}prompt_tokens: expected at least one token"));
+        }
+        if self.reject_token == Some(self.expect_token) {
+            return Err(format!("{what}reject_token: equals expect_token {}", self.expect_token));
+        }
+        Ok(())
+    }
+
+    /// Cases in the build substitution form: `tokens=expect=reject` (tokens comma-separated,
+    /// reject may be empty), cases joined by `+`; every character is shell-safe.
+    pub fn to_subst(cases: &[GateCase]) -> String {
+        let one = |c: &GateCase| {
+            let t: Vec<String> = c.prompt_tokens.iter().map(u32::to_string).collect();
+            format!("{}={}={}", t.join(","), c.expect_token, c.reject_token.map(|r| r.to_string()).unwrap_or_default())
+        };
+        cases.iter().map(one).collect::<Vec<_>>().join("+")
+    }
+
+    /// The inverse of [`GateCase::to_subst`]; an error says which case and what was expected.
+    pub fn parse_subst(s: &str) -> Result<Vec<GateCase>, String> {
+        let mut out = Vec::new();
+        for (i, part) in s.split('+').filter(|p| !p.trim().is_empty()).enumerate() {
+            let bad = || {
+                format!(
+                    "case {}: {part:?}: expected TOKENS=EXPECT=REJECT (tokens comma-separated, reject may be empty)",
+                    i + 1
+                )
+            };
+            let f: Vec<&str> = part.trim().split('=').collect();
+            if f.len() != 3 {
+                return Err(bad());
+            }
+            let prompt_tokens =
+                f[0].split(',').map(|t| t.trim().parse::<u32>()).collect::<Result<Vec<_>, _>>().map_err(|_| bad())?;
+            let expect_token = f[1].trim().parse().map_err(|_| bad())?;
+            let reject_token = match f[2].trim() {
+                "" => None,
+                r => Some(r.parse().map_err(|_| bad())?),
+            };
+            let c = GateCase { prompt_text: None, prompt_tokens, expect_token, reject_token };
+            c.check("").map_err(|e| format!("case {}: {e}", i + 1))?;
+            out.push(c);
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,19 +145,45 @@ impl QSpec {
     pub fn parse(path: &Path, text: &str) -> Result<QSpec, QSpecError> {
         let q: QSpec =
             serde_json::from_str(text).map_err(|e| QSpecError::Invalid { path: path.into(), msg: e.to_string() })?;
-        if q.prompt_tokens.is_empty() {
-            return Err(QSpecError::Invalid {
-                path: path.into(),
-                msg: "prompt_tokens: expected at least one token".into(),
-            });
-        }
-        if q.reject_token == Some(q.expect_token) {
-            return Err(QSpecError::Invalid {
-                path: path.into(),
-                msg: format!("reject_token: equals expect_token {}", q.expect_token),
-            });
+        for (i, c) in q.all_cases().iter().enumerate() {
+            let what = if i == 0 { String::new() } else { format!("cases[{}].", i - 1) };
+            c.check(&what).map_err(|msg| QSpecError::Invalid { path: path.into(), msg })?;
         }
         Ok(q)
+    }
+
+    /// Every argmax check of this gate: the top-level prompt first, then `cases`.
+    pub fn all_cases(&self) -> Vec<GateCase> {
+        let first = GateCase {
+            prompt_text: self.prompt_text.clone(),
+            prompt_tokens: self.prompt_tokens.clone(),
+            expect_token: self.expect_token,
+            reject_token: self.reject_token,
+        };
+        std::iter::once(first).chain(self.cases.iter().cloned()).collect()
+    }
+
+    /// An argmax gate of `cases` (the first becomes the top-level prompt).
+    pub fn of_cases(mut cases: Vec<GateCase>) -> Option<QSpec> {
+        if cases.is_empty() {
+            return None;
+        }
+        let f = cases.remove(0);
+        Some(QSpec {
+            id: None,
+            family: None,
+            params_b: None,
+            hf_source: None,
+            knot: None,
+            modality: Some("text-argmax".into()),
+            prompt_text: f.prompt_text,
+            prompt_tokens: f.prompt_tokens,
+            expect_token: f.expect_token,
+            expect_text: None,
+            reject_token: f.reject_token,
+            reject_text: None,
+            cases,
+        })
     }
 
     pub fn load(path: &Path) -> Result<QSpec, QSpecError> {
@@ -163,6 +253,41 @@ mod tests {
         assert!(e.contains("expect_token"), "{e}");
         let q = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"modality":"image"}"#).unwrap();
         assert!(matches!(q.classify(), GateKind::Invalid(m) if m.contains("modality")));
+    }
+
+    #[test]
+    fn further_cases_are_checked_and_old_qspecs_have_one() {
+        let q = p(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
+        assert_eq!(q.all_cases().len(), 1);
+        let q = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"cases":[{"prompt_tokens":[4],"expect_token":5,"reject_token":6}]}"#)
+            .unwrap();
+        let all = q.all_cases();
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[1].prompt_tokens.as_slice(), all[1].expect_token, all[1].reject_token), (&[4][..], 5, Some(6)));
+        let e = p(r#"{"prompt_tokens":[1],"expect_token":3,"cases":[{"prompt_tokens":[],"expect_token":5}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cases[0].prompt_tokens"), "{e}");
+        // a qspec written from cases reads back as the same cases
+        let back = p(&serde_json::to_string(&QSpec::of_cases(all.clone()).unwrap()).unwrap()).unwrap();
+        assert_eq!(back.all_cases(), all);
+    }
+
+    #[test]
+    fn cases_round_trip_through_the_substitution_form() {
+        let q = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"reject_token":9,"cases":[{"prompt_tokens":[4],"expect_token":5}]}"#)
+            .unwrap();
+        let s = GateCase::to_subst(&q.all_cases());
+        assert_eq!(s, "1,2=3=9+4=5=");
+        assert!(crate::campaign::gate_params::is_shell_safe(&s));
+        assert_eq!(
+            GateCase::parse_subst(&s).unwrap(),
+            q.all_cases().into_iter().map(|c| GateCase { prompt_text: None, ..c }).collect::<Vec<_>>()
+        );
+        assert!(GateCase::parse_subst("").unwrap().is_empty());
+        let e = GateCase::parse_subst("1,2=3=9+4=x=").unwrap_err();
+        assert!(e.starts_with("case 2: \"4=x=\""), "{e}");
+        assert!(GateCase::parse_subst("1=3=3").unwrap_err().contains("reject_token: equals expect_token 3"));
     }
 
     #[test]

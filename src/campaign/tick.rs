@@ -197,6 +197,7 @@ mod tests {
             expect_text: None,
             reject_token: None,
             reject_text: None,
+            cases: vec![],
         })
     }
 

@@ -9,7 +9,8 @@ use super::state::{latest_build, state_of, ModelState};
 use crate::backend::builds::BuildInfo;
 use crate::backend::store::Probe;
 use crate::config::CostConfig;
-use serde::Serialize;
+use crate::gate::quality::{Quality, Thresholds};
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ZooRow {
@@ -31,6 +32,8 @@ pub struct ZooRow {
     pub last_build: Option<String>,
     /// e.g. "PASS argmax 7042", from the shipped gate log or the failed gate step
     pub gate_result: Option<String>,
+    /// The shipped knot's distributional figures against its f16 (from its gate log)
+    pub gate_figures: Option<GateFigures>,
     pub detail: Vec<String>,
 }
 
@@ -67,8 +70,25 @@ impl GateMark {
 pub const LEGEND: &str = "✔ present / argmax gate · ✗ absent / no qspec · ? UNKNOWN (probe failed) · \
 ∅ qspec is not a gate (sentinel) · ! qspec invalid";
 
-/// One-line summary of a gate log ("PASS argmax 7042 · ppl 29.36").
-pub fn gate_summary(log: &str) -> Option<String> {
+/// The distributional figures of a shipped knot's gate, with the thresholds it ran under.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GateFigures {
+    pub quality: Quality,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+}
+
+/// What a gate log says: its one-line summary, its distributional figures, the lines the
+/// details popup shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateReport {
+    pub summary: String,
+    pub figures: Option<GateFigures>,
+    pub details: Vec<String>,
+}
+
+/// Read a gate log (`gate::GateOutcome::log_text`): None when it has no verdict.
+pub fn gate_report(log: &str) -> Option<GateReport> {
     let result = log.lines().find_map(|l| l.strip_prefix("result: "))?.trim().to_string();
     let argmax = log.lines().find_map(|l| l.strip_prefix("argmax: ")).and_then(|l| l.split_whitespace().next());
     let ppl = log
@@ -76,14 +96,52 @@ pub fn gate_summary(log: &str) -> Option<String> {
         .find(|l| l.starts_with("perplexity"))
         .and_then(|l| l.split(": ").last())
         .and_then(|v| v.split_whitespace().next());
-    let mut s = result;
+    let figures: Option<GateFigures> =
+        log.lines().find_map(|l| l.strip_prefix("figures: ")).and_then(|j| serde_json::from_str(j).ok());
+    let mut summary = result;
+    let mut details = Vec::new();
+    match &figures {
+        Some(f) => {
+            let q = &f.quality;
+            summary += &format!(" kld {:.3} top1 {:.0}% ppl×{:.2}", q.kld_mean, q.top1_pct, q.ppl_ratio);
+            let lim = |v: Option<f64>, unit: &str| v.map(|x| format!("{x}{unit}")).unwrap_or_else(|| "unset".into());
+            details.push(format!(
+                "gate vs f16: KLD mean {:.4} (median {:.4}, p99 {:.4}, max {:.3}) · top-1 {:.2}% · PPL {:.3} → {:.3} (×{:.4})",
+                q.kld_mean, q.kld_median, q.kld_p99, q.kld_max, q.top1_pct, q.ppl_ref, q.ppl_knot, q.ppl_ratio
+            ));
+            details.push(format!(
+                "  over {} chunks of {} ({} tokens scored) of {}; thresholds: kld_max {} · top1_min {} · ppl_ratio_max {}",
+                q.chunks,
+                q.ctx,
+                q.tokens_scored,
+                q.text,
+                lim(f.thresholds.kld_max, ""),
+                lim(f.thresholds.top1_min, "%"),
+                lim(f.thresholds.ppl_ratio_max, "")
+            ));
+        }
+        None => {
+            if let Some(a) = argmax {
+                summary += &format!(" argmax {a}");
+            }
+            if let Some(p) = ppl {
+                summary += &format!(" · ppl {p}");
+            }
+        }
+    }
     if let Some(a) = argmax {
-        s += &format!(" argmax {a}");
+        details.push(format!("gate argmax: {a}"));
     }
-    if let Some(p) = ppl {
-        s += &format!(" · ppl {p}");
-    }
-    Some(s)
+    details.extend(
+        log.lines().filter(|l| l.starts_with("missed: ") || l.starts_with("case ")).map(|l| format!("gate {l}")),
+    );
+    Some(GateReport { summary, figures, details })
+}
+
+/// One-line summary of a gate log ("PASS argmax 7042 · ppl 29.36", or with the distributional
+/// figures "PASS kld 0.081 top1 91% ppl×1.09").
+pub fn gate_summary(log: &str) -> Option<String> {
+    gate_report(log).map(|r| r.summary)
 }
 
 fn probe_line(name: &str, p: &Probe) -> String {
@@ -164,6 +222,7 @@ pub fn rows(
                     .and_then(|b| b.detail.as_deref())
                     .and_then(|d| d.strip_prefix("step gate: "))
                     .map(|d| format!("FAIL: {d}")),
+                gate_figures: None,
                 detail,
             }
         })
@@ -203,6 +262,39 @@ mod tests {
         let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
         assert_eq!(gate_summary(log).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
         assert_eq!(gate_summary("nothing"), None);
+    }
+
+    #[test]
+    fn gate_report_reads_the_distributional_figures() {
+        let q = Quality {
+            reference: "f16.gguf".into(),
+            text: "ppl.txt".into(),
+            ctx: 512,
+            chunks: 16,
+            tokens_scored: 4080,
+            kld_mean: 0.0812,
+            kld_mean_se: 0.002,
+            kld_median: 0.04,
+            kld_p99: 0.7,
+            kld_max: 2.1,
+            top1_pct: 91.23,
+            ppl_ref: 14.5,
+            ppl_knot: 15.9,
+            ppl_ratio: 1.0931,
+            seconds: 10.0,
+            model_tokens_per_s: 800.0,
+        };
+        let t = Thresholds { kld_max: Some(0.3), ..Default::default() };
+        let log = format!(
+            "argmax: 7042   PASS\nfigures: {}\nmissed: PPL ratio 1.0931 > ppl_ratio_max 1.05 (over by 0.0431)\nresult: FAIL\n",
+            serde_json::json!({"quality": q, "thresholds": t})
+        );
+        let r = gate_report(&log).unwrap();
+        assert_eq!(r.summary, "FAIL kld 0.081 top1 91% ppl×1.09");
+        assert_eq!(r.figures, Some(GateFigures { quality: q, thresholds: t }));
+        assert!(r.details[0].contains("KLD mean 0.0812") && r.details[0].contains("top-1 91.23%"), "{:?}", r.details);
+        assert!(r.details[1].contains("kld_max 0.3 · top1_min unset"), "{:?}", r.details);
+        assert!(r.details.iter().any(|d| d.starts_with("gate missed: PPL ratio")), "{:?}", r.details);
     }
 
     #[test]

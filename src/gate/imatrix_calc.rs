@@ -2,6 +2,7 @@
 //! every matmul weight over a calibration text, written in llama.cpp's GGUF imatrix format.
 
 use super::model::{Model, DEFAULT_DENSE_LIMIT};
+use super::text::Text;
 use super::tokenizer::Tokenizer;
 use super::GateError;
 use crate::gguf::{types, Gguf, GgufWriter, TensorPlan, Value};
@@ -11,17 +12,13 @@ use std::path::Path;
 /// Returns the number of tensors written.
 pub fn compute_file(model: &Path, text: &Path, ctx: usize, max_chunks: usize, out: &Path) -> Result<usize, GateError> {
     let g = Gguf::open(model)?;
-    let tok = Tokenizer::from_gguf(&g).ok_or_else(|| GateError::NoTokenizer(model.into()))?;
-    let body = std::fs::read_to_string(text).map_err(|source| GateError::Io { path: text.into(), source })?;
-    let ids = tok.encode(&body);
-    if ids.len() < ctx {
-        return Err(GateError::ShortText(text.into(), ctx));
-    }
+    let tok = Tokenizer::from_gguf(&g)?;
+    let body = Text::load(&tok, text)?;
+    let chunks = body.chunks(ctx, max_chunks.max(1))?;
     let m = Model::load(&g, DEFAULT_DENSE_LIMIT)?;
     let mut acc: BTreeMap<String, (Vec<f64>, u64)> = BTreeMap::new();
-    let chunks = (ids.len() / ctx).min(max_chunks);
     for c in 0..chunks {
-        m.forward_observed(&ids[c * ctx..(c + 1) * ctx], true, &mut |name, x| {
+        m.forward_observed(&body.chunk(c, ctx), ctx - 1, &mut |name, x| {
             let cols = x.len() / ctx;
             let e = acc.entry(name.to_string()).or_insert_with(|| (vec![0f64; cols], 0));
             for row in x.chunks(cols) {

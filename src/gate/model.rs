@@ -3,6 +3,7 @@
 //! the knot I/O layer's dequantizers. Weights are decoded once into f32 when the model fits
 //! `dense_limit` bytes, otherwise row-chunk by row-chunk on every matmul (bounded memory).
 
+use super::matmul::dot;
 use crate::gguf::{dequant, Gguf, TensorInfo, TypeId};
 use rayon::prelude::*;
 
@@ -106,12 +107,7 @@ impl<'a> Weight<'a> {
                     }
                 };
                 let mut res = vec![0f32; nr * t_n];
-                for r in 0..nr {
-                    let w = &wchunk[r * cols..(r + 1) * cols];
-                    for t in 0..t_n {
-                        res[r * t_n + t] = dot(w, &x[t * cols..(t + 1) * cols]);
-                    }
-                }
+                super::matmul::block(wchunk, x, cols, &mut res);
                 (r0, res)
             })
             .collect();
@@ -124,24 +120,6 @@ impl<'a> Weight<'a> {
             }
         }
     }
-}
-
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
 }
 
 struct Layer<'a> {
@@ -262,20 +240,26 @@ impl<'a> Model<'a> {
 
     /// Logits for every position of `tokens` (T × n_vocab), or only the last when `last_only`.
     pub fn forward(&self, tokens: &[u32], last_only: bool) -> Result<Vec<f32>, ModelError> {
-        self.forward_observed(tokens, last_only, &mut |_, _| {})
+        self.forward_from(tokens, if last_only { tokens.len().saturating_sub(1) } else { 0 })
     }
 
-    /// As [`Model::forward`], calling `obs(weight_name, input)` with the T × cols input of
-    /// every matmul weight (for imatrix computation).
+    /// Logits of positions `first..T` ((T − first) × n_vocab): the output projection, the
+    /// largest matmul of a small model, runs only for the positions a caller scores.
+    pub fn forward_from(&self, tokens: &[u32], first: usize) -> Result<Vec<f32>, ModelError> {
+        self.forward_observed(tokens, first, &mut |_, _| {})
+    }
+
+    /// As [`Model::forward_from`], calling `obs(weight_name, input)` with the T × cols input
+    /// of every matmul weight (for imatrix computation).
     pub fn forward_observed(
         &self,
         tokens: &[u32],
-        last_only: bool,
+        first: usize,
         obs: &mut dyn FnMut(&str, &[f32]),
     ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let t_n = tokens.len();
-        if t_n == 0 {
+        if t_n == 0 || first >= t_n {
             return Err(ModelError::Empty);
         }
         let d = c.n_embd;
@@ -325,7 +309,7 @@ impl<'a> Model<'a> {
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
         }
         rms_norm(&x, &self.out_norm, c.eps, &mut h);
-        let hs: &[f32] = if last_only { &h[(t_n - 1) * d..] } else { &h };
+        let hs: &[f32] = &h[first * d..];
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
         let mut logits = vec![0f32; hs.len() / d * out_w.rows];
         out_w.matmul(hs, &mut logits);

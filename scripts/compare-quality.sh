@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Quality side by side: KAIJU1 knots scored by our distributional gate and by llama.cpp's
+# `llama-perplexity --kl-divergence`, on the same f16, text, context and chunks.
+#   ours:  kaiju-tui gate --knot KNOT --ref F16 --text TEXT --ctx C --chunks N   (the knot itself)
+#   peer:  llama-perplexity --kl-divergence-base on the f16, then --kl-divergence on the knot
+#          dequantized to F16 by `kaiju-tui convert --to f16` (llama.cpp cannot read KAIJU1)
+# Prints one row per (model, q): mean KLD, top-1 agreement and PPL ratio from both, their
+# differences, our gate's wall time, model-tokens/s and peak memory.
+# Usage: scripts/compare-quality.sh [smollm2|qwen05 ...]   (default: smollm2)
+# Env: QS="4 5 6" CTX=512 CHUNKS=16 THREADS=$(nproc); LLAMA_BIN=DIR to use a built llama.cpp.
+# The text: Debian's Apache-2.0 + MPL-2.0 + GFDL-1.3 (/usr/share/common-licenses), else LICENSE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+models=("$@"); [ ${#models[@]} -gt 0 ] || models=(smollm2)
+qs=${QS:-4 5 6} ctx=${CTX:-512} chunks=${CHUNKS:-16} threads=${THREADS:-$(nproc)}
+work=.cache/compare-quality; mkdir -p "$work"
+cargo build --release --quiet
+kaiju=$PWD/target/release/kaiju-tui
+bin=$(bash scripts/llama-cpp.sh llama-perplexity)
+text=$work/text.txt
+lic=/usr/share/common-licenses
+if [ -f $lic/Apache-2.0 ] && [ -f $lic/MPL-2.0 ] && [ -f $lic/GFDL-1.3 ]; then
+  cat $lic/Apache-2.0 $lic/MPL-2.0 $lic/GFDL-1.3 > "$text"
+else
+  cat LICENSE LICENSE LICENSE LICENSE > "$text"
+fi
+field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$2"; }
+printf '%-8s %-3s %5s | %8s %8s %6s | %7s %7s %6s | %7s %7s %6s | %8s %8s %6s | %6s %9s %7s\n' \
+  model q bpw "KLD ours" "llama" "Δ%" "top1 us" "llama" "Δpt" "ratio" "llama" "Δ%" "PPL f16" "llama" "Δ%" "gate s" "tok/s" "RSS MB"
+for m in "${models[@]}"; do
+  case $m in
+    smollm2) base=$(bash scripts/fetch-smollm2.sh .cache/models | tail -1); imatrix=assets/smollm2/smol.imatrix.gguf
+             qspec=qspecs/smollm2-135m.qspec.json ;;
+    qwen05)  base=$(bash scripts/fetch-qwen05.sh .cache/models | tail -1); imatrix=assets/qwen05/qwen05.imatrix.gguf
+             qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json ;;
+    *) echo "compare-quality: unknown model $m (smollm2, qwen05)" >&2; exit 2 ;;
+  esac
+  f16=$work/$m-f16.gguf
+  [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null
+  kld_base=$work/$m-c$ctx-n$chunks.kld
+  [ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
+    --kl-divergence-base "$kld_base" > "$work/$m-base.log" 2>&1
+  for q in $qs; do
+    knot=$work/$m-q$q.knot
+    [ -f "$knot" ] || "$kaiju" --encode --quiet --f16 "$f16" --imatrix "$imatrix" --base "$base" --out "$knot" \
+      --modulus "$q" --telemetry "$work/$m-q$q.telemetry.json" > "$work/$m-q$q.encode.log"
+    bpw=$(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["totals"]["bpw"])' "$work/$m-q$q.telemetry.json")
+    [ -f "$work/$m-q$q-f16.gguf" ] || "$kaiju" convert --to f16 "$knot" "$work/$m-q$q-f16.gguf" >/dev/null
+    "$bin/llama-perplexity" -m "$work/$m-q$q-f16.gguf" -c "$ctx" --chunks "$chunks" -t "$threads" \
+      --kl-divergence-base "$kld_base" --kl-divergence > "$work/$m-q$q.llama.log" 2>&1
+    /usr/bin/time -f '%M' -o "$work/$m-q$q.rss" "$kaiju" gate --json --knot "$knot" --qspec "$qspec" --ref "$f16" \
+      --text "$text" --ctx "$ctx" --chunks "$chunks" --log "$work/$m-q$q.gate.log" > "$work/$m-q$q.gate.json" || true
+    L=$work/$m-q$q.llama.log
+    python3 - "$work/$m-q$q.gate.json" "$(field 'Mean    KLD' "$L")" "$(field 'Same top p' "$L")" \
+      "$(field 'Mean PPL(Q)/PPL(base)' "$L")" "$(field 'Mean PPL(base)' "$L")" "$(cat "$work/$m-q$q.rss")" "$m" "$q" "$bpw" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["quality"]
+lk, lt, lr, lp, rss = (float(x) for x in sys.argv[2:7])
+m, q, bpw = sys.argv[7:10]
+rel = lambda a, b: 100.0 * (a - b) / b
+print(f"{m:<8} {q:<3} {bpw:>5} | {g['kld_mean']:8.4f} {lk:8.4f} {rel(g['kld_mean'], lk):+6.2f} | "
+      f"{g['top1_pct']:6.2f}% {lt:6.2f}% {g['top1_pct'] - lt:+6.2f} | {g['ppl_ratio']:7.4f} {lr:7.4f} {rel(g['ppl_ratio'], lr):+6.2f} | "
+      f"{g['ppl_ref']:8.4f} {lp:8.4f} {rel(g['ppl_ref'], lp):+6.2f} | {g['seconds']:6.1f} {g['model_tokens_per_s']:9.1f} {rss / 1024:7.0f}")
+PY
+  done
+done
+echo "ctx $ctx, $chunks chunks of $(basename "$text") ($(wc -c < "$text") bytes), $threads threads; llama.cpp: $bin"

@@ -1,0 +1,184 @@
+//! The distributional gate on the real SmolLM2-135M fixture: the knot against its f16 over a
+//! text (KL divergence, top-1 agreement, PPL ratio), its thresholds, its errors, and the
+//! multi-case qspec.
+
+mod common;
+
+use kaiju::gate::quality::Thresholds;
+use kaiju::gate::{self, GateError, GateJob};
+use kaiju::gguf::{Gguf, GgufWriter, TensorPlan};
+use std::path::{Path, PathBuf};
+
+/// A distributional job of the f16 against `knot` over `text`, short (ctx 128, 2 chunks).
+fn job(dir: &Path, knot: PathBuf, text: PathBuf) -> GateJob {
+    GateJob {
+        knot,
+        qspec: common::qspec(),
+        reference: Some(common::smollm2_f16()),
+        text: Some(text),
+        ctx: 128,
+        chunks: 2,
+        log: Some(dir.join("gate.log")),
+        ..Default::default()
+    }
+}
+
+/// A copy of the f16 truth with one tensor's bytes zeroed.
+fn zeroed_copy(dir: &Path, name: &str) -> PathBuf {
+    let src = Gguf::open(common::smollm2_f16()).unwrap();
+    let out = dir.join("zeroed.gguf");
+    let plans: Vec<TensorPlan> = src
+        .tensors
+        .iter()
+        .map(|t| TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size })
+        .collect();
+    let mut w = GgufWriter::create(&out, &src.metadata, plans).unwrap();
+    for t in &src.tensors {
+        let data = src.data(t);
+        if t.name == name {
+            w.write_tensor(&t.name, &vec![0u8; data.len()]).unwrap();
+        } else {
+            w.write_tensor(&t.name, data).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    out
+}
+
+#[test]
+fn the_f16_against_itself_is_exactly_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::ppl_text(dir.path());
+    let out = gate::run(&job(dir.path(), common::smollm2_f16(), text)).unwrap();
+    let q = out.quality.as_ref().expect("figures");
+    assert_eq!((q.kld_mean, q.kld_median, q.kld_p99, q.kld_max), (0.0, 0.0, 0.0, 0.0), "{q:?}");
+    assert_eq!(q.top1_pct, 100.0);
+    assert_eq!(q.ppl_ratio, 1.0);
+    assert_eq!((q.ctx, q.chunks, q.tokens_scored), (128, 2, 2 * 63));
+    assert!(out.passed());
+    let log = std::fs::read_to_string(dir.path().join("gate.log")).unwrap();
+    assert!(log.contains("top-1 agreement: 100.00%") && log.contains("figures: {"), "{log}");
+    // the zoo reads the verdict and the figures back from the log
+    let r = kaiju::campaign::zoo::gate_report(&log).unwrap();
+    assert_eq!(r.summary, "PASS kld 0.000 top1 100% ppl×1.00");
+    assert_eq!(r.figures.unwrap().quality, *q);
+}
+
+#[test]
+fn a_zeroed_tensor_gives_a_large_kld_and_fails_the_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::ppl_text(dir.path());
+    let knot = zeroed_copy(dir.path(), "blk.0.ffn_down.weight");
+    let mut j = job(dir.path(), knot.clone(), text.clone());
+    j.thresholds = Thresholds { kld_max: Some(0.05), top1_min: Some(95.0), ppl_ratio_max: None };
+    j.telemetry = Some(dir.path().join("t.json"));
+    let out = gate::run(&j).unwrap();
+    let q = out.quality.as_ref().unwrap();
+    eprintln!("zeroed blk.0.ffn_down: KLD {:.4}, top-1 {:.1}%, PPL ratio {:.3}", q.kld_mean, q.top1_pct, q.ppl_ratio);
+    assert!(q.kld_mean > 0.5, "KLD {}", q.kld_mean);
+    assert!(q.top1_pct < 90.0 && q.ppl_ratio > 1.2, "{q:?}");
+    assert!(q.kld_median <= q.kld_p99 && q.kld_p99 <= q.kld_max);
+    // the argmax case may hold; the thresholds still fail the gate, each saying by how much
+    assert!(!out.passed());
+    assert_eq!(out.misses.len(), 2, "{:?}", out.misses);
+    assert!(out.misses[0].starts_with("mean KLD ") && out.misses[0].contains("> kld_max 0.05 (over by "));
+    assert!(out.misses[1].starts_with("top-1 agreement ") && out.misses[1].contains("< top1_min 95%"));
+    let tj: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
+    assert_eq!(tj["gate"]["quality"]["kld_mean"].as_f64(), Some(q.kld_mean));
+    assert_eq!(tj["gate"]["misses"].as_array().unwrap().len(), 2);
+    // the same from the command line: exit 4, the misses printed
+    let o = std::process::Command::new(common::bin())
+        .args(["gate", "--knot"])
+        .arg(&knot)
+        .arg("--qspec")
+        .arg(common::qspec())
+        .arg("--ref")
+        .arg(common::smollm2_f16())
+        .arg("--text")
+        .arg(&text)
+        .args(["--ctx", "128", "--chunks", "1", "--kld-max", "0.05", "--root"])
+        .arg(dir.path())
+        .arg("--log")
+        .arg(dir.path().join("cli.gate.log"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("missed: mean KLD") && stdout.contains("result: FAIL"), "{stdout}");
+}
+
+#[test]
+fn bad_texts_and_a_foreign_reference_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let err = |text: PathBuf| gate::run(&job(d, common::smollm2_f16(), text)).unwrap_err();
+    // shorter than one chunk
+    let short = d.join("short.txt");
+    std::fs::write(&short, "The capital of France is Paris.").unwrap();
+    let e = err(short.clone());
+    assert!(matches!(e, GateError::ShortText { ctx: 128, .. }), "{e}");
+    assert!(e.to_string().starts_with(&format!("{}: the text is ", short.display())), "{e}");
+    assert!(e.to_string().contains("shorter than one chunk of 128"), "{e}");
+    // empty
+    let empty = d.join("empty.txt");
+    std::fs::write(&empty, " \n").unwrap();
+    let e = err(empty.clone()).to_string();
+    assert_eq!(e, format!("{}: the text is empty; expected a text of at least one chunk of tokens", empty.display()));
+    // not UTF-8
+    let bin = d.join("latin1.txt");
+    std::fs::write(&bin, b"caf\xe9 au lait, and more text").unwrap();
+    let e = err(bin.clone()).to_string();
+    assert_eq!(e, format!("{}: not UTF-8 text (invalid byte sequence at byte 3)", bin.display()));
+    // missing
+    let e = err(d.join("nope.txt")).to_string();
+    assert!(e.starts_with(&format!("{}: ", d.join("nope.txt").display())), "{e}");
+    // a reference that is another model
+    let other = d.join("other.gguf");
+    let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
+    let plans =
+        vec![TensorPlan { name: "token_embd.weight".into(), dims: vec![8, 4], ty: kaiju::gguf::types::F32, size: 128 }];
+    let mut w = GgufWriter::create(&other, &meta, plans).unwrap();
+    w.write_tensor("token_embd.weight", &[0u8; 128]).unwrap();
+    w.finish().unwrap();
+    let mut j = job(d, common::smollm2_f16(), common::ppl_text(d));
+    j.reference = Some(other.clone());
+    let e = gate::run(&j).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{} is not the f16 of {}: ", other.display(), common::smollm2_f16().display())),
+        "{e}"
+    );
+    assert!(e.contains("llama.block_count"), "{e}");
+    // thresholds without the f16 and a text cannot be checked, and say so
+    let j = GateJob {
+        knot: common::smollm2_f16(),
+        qspec: common::qspec(),
+        thresholds: Thresholds { kld_max: Some(0.1), ..Default::default() },
+        ..Default::default()
+    };
+    assert!(gate::run(&j).unwrap_err().to_string().contains("need the f16 (--ref) and a text (--text)"));
+}
+
+#[test]
+fn every_case_of_a_qspec_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    // two prompts minted from the f16: both hold on the f16 itself
+    let prompts = ["The capital of France is".to_string(), "def fibonacci(n):".to_string()];
+    let q = gate::mint(&common::smollm2_f16(), &prompts, Some("smollm2-135m".into())).unwrap();
+    assert_eq!(q.prompt_tokens, vec![504, 3575, 282, 4649, 314]);
+    assert_eq!(q.expect_token, 7042);
+    assert_eq!(q.cases.len(), 1);
+    let path = dir.path().join("two.qspec.json");
+    std::fs::write(&path, serde_json::to_string(&q).unwrap()).unwrap();
+    let out = gate::run(&GateJob { knot: common::smollm2_f16(), qspec: path.clone(), ..Default::default() }).unwrap();
+    assert_eq!(out.cases.len(), 2);
+    assert!(out.passed(), "{:?}", out.failures());
+    // a further case the model does not hold fails the gate and names itself
+    let mut bad = q.cases[0].clone();
+    bad.expect_token = if bad.reject_token == Some(13) { 14 } else { 13 };
+    let out =
+        gate::run(&GateJob { knot: common::smollm2_f16(), qspec: path, extra_cases: vec![bad], ..Default::default() })
+            .unwrap();
+    assert!(!out.passed() && out.cases[0].pass && out.cases[1].pass && !out.cases[2].pass);
+    assert!(out.failures()[0].starts_with("case 3: argmax "), "{:?}", out.failures());
+    assert!(out.log_text().contains("case 3: prompt_tokens"), "{}", out.log_text());
+}
