@@ -24,6 +24,7 @@ if [ -f $lic/Apache-2.0 ] && [ -f $lic/MPL-2.0 ] && [ -f $lic/GFDL-1.3 ]; then
 else
   cat LICENSE LICENSE LICENSE LICENSE > "$text"
 fi
+ppl128=""
 field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$2"; }
 printf '%-8s %-3s %5s | %8s %8s %6s | %7s %7s %6s | %7s %7s %6s | %8s %8s %6s | %6s %9s %7s\n' \
   model q bpw "KLD ours" "llama" "Δ%" "top1 us" "llama" "Δpt" "ratio" "llama" "Δ%" "PPL f16" "llama" "Δ%" "gate s" "tok/s" "RSS MB"
@@ -36,23 +37,31 @@ for m in "${models[@]}"; do
     *) echo "compare-quality: unknown model $m (smollm2, qwen05)" >&2; exit 2 ;;
   esac
   f16=$work/$m-f16.gguf
-  [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null
+  [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null 2>&1
   kld_base=$work/$m-c$ctx-n$chunks.kld
   [ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
     --kl-divergence-base "$kld_base" > "$work/$m-base.log" 2>&1
+  # the f16's perplexity at ctx 128 over 16 chunks, ours (the gate's --ppl-text) against llama.cpp's
+  p_ours=$("$kaiju" gate --knot "$f16" --qspec "$qspec" --ppl-text "$text" --ppl-chunks 16 --log "$work/$m-ppl128.gate.log" |
+    awk '/^perplexity ctx 128/ { print $NF }')
+  p_llama=$("$bin/llama-perplexity" -m "$f16" -f "$text" -c 128 --chunks 16 -t "$threads" 2>&1 |
+    awk '/Final estimate/ { for (i = 1; i <= NF; i++) if ($i == "=") { print $(i + 1); exit } }')
+  ppl128="$ppl128$(printf '%-8s f16 perplexity ctx 128, 16 chunks: ours %s, llama.cpp %s (%+.3f%%)' "$m" "$p_ours" "$p_llama" \
+    "$(awk -v a="$p_ours" -v b="$p_llama" 'BEGIN { print 100 * (a - b) / b }')")
+"
   for q in $qs; do
     knot=$work/$m-q$q.knot
     [ -f "$knot" ] || "$kaiju" --encode --quiet --f16 "$f16" --imatrix "$imatrix" --base "$base" --out "$knot" \
       --modulus "$q" --telemetry "$work/$m-q$q.telemetry.json" > "$work/$m-q$q.encode.log"
     bpw=$(python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["totals"]["bpw"])' "$work/$m-q$q.telemetry.json")
-    [ -f "$work/$m-q$q-f16.gguf" ] || "$kaiju" convert --to f16 "$knot" "$work/$m-q$q-f16.gguf" >/dev/null
+    [ -f "$work/$m-q$q-f16.gguf" ] || "$kaiju" convert --to f16 "$knot" "$work/$m-q$q-f16.gguf" >/dev/null 2>&1
     "$bin/llama-perplexity" -m "$work/$m-q$q-f16.gguf" -c "$ctx" --chunks "$chunks" -t "$threads" \
       --kl-divergence-base "$kld_base" --kl-divergence > "$work/$m-q$q.llama.log" 2>&1
     /usr/bin/time -f '%M' -o "$work/$m-q$q.rss" "$kaiju" gate --json --knot "$knot" --qspec "$qspec" --ref "$f16" \
       --text "$text" --ctx "$ctx" --chunks "$chunks" --log "$work/$m-q$q.gate.log" > "$work/$m-q$q.gate.json" || true
     L=$work/$m-q$q.llama.log
     python3 - "$work/$m-q$q.gate.json" "$(field 'Mean    KLD' "$L")" "$(field 'Same top p' "$L")" \
-      "$(field 'Mean PPL(Q)/PPL(base)' "$L")" "$(field 'Mean PPL(base)' "$L")" "$(cat "$work/$m-q$q.rss")" "$m" "$q" "$bpw" <<'PY'
+      "$(field 'Mean PPL(Q)/PPL(base)' "$L")" "$(field 'Mean PPL(base)' "$L")" "$(tail -1 "$work/$m-q$q.rss")" "$m" "$q" "$bpw" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))["quality"]
 lk, lt, lr, lp, rss = (float(x) for x in sys.argv[2:7])
@@ -64,4 +73,5 @@ print(f"{m:<8} {q:<3} {bpw:>5} | {g['kld_mean']:8.4f} {lk:8.4f} {rel(g['kld_mean
 PY
   done
 done
+printf '%s' "$ppl128"
 echo "ctx $ctx, $chunks chunks of $(basename "$text") ($(wc -c < "$text") bytes), $threads threads; llama.cpp: $bin"

@@ -399,3 +399,49 @@ fn every_screen_renders_at_any_terminal_size() {
         }
     }
 }
+
+#[test]
+fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
+    // smollm2-135m (row 0) is DONE: its shipped gate log, read as the watcher reads it
+    let q = crate::gate::quality::Quality {
+        reference: "f16.gguf".into(),
+        text: "ppl.txt".into(),
+        ctx: 512,
+        chunks: 16,
+        tokens_scored: 4080,
+        kld_mean: 0.0812,
+        kld_mean_se: 0.002,
+        kld_median: 0.0401,
+        kld_p99: 0.7012,
+        kld_max: 2.1,
+        top1_pct: 91.23,
+        ppl_ref: 14.545,
+        ppl_knot: 15.9,
+        ppl_ratio: 1.0931,
+        seconds: 10.0,
+        model_tokens_per_s: 800.0,
+    };
+    let t = crate::gate::quality::Thresholds { kld_max: Some(0.35), top1_min: Some(70.0), ppl_ratio_max: None };
+    let log =
+        format!("argmax: 7042   PASS\nfigures: {}\nresult: PASS\n", serde_json::json!({"quality": q, "thresholds": t}));
+    let g = zoo::gate_report(&log).unwrap();
+    let mut a = app();
+    let mut rows = a.rows.clone();
+    rows[0].gate_result = Some(g.summary);
+    rows[0].gate_figures = g.figures;
+    rows[0].detail.extend(g.details);
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    let zoo = render(&a, 160, 48);
+    assert!(zoo.contains("PASS kld 0.081 top1 91% ppl×1.09"), "{zoo}");
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Details);
+    let details = render(&a, 160, 48);
+    for want in ["KLD mean 0.0812 (median 0.0401, p99 0.7012", "top-1 91.23%", "PPL 14.545 → 15.900 (×1.0931)"] {
+        assert!(details.contains(want), "{want} not in:\n{details}");
+    }
+    assert!(details.contains("kld_max 0.35 · top1_min 70% · ppl_ratio_max unset"), "{details}");
+    // status --json carries them
+    let json = serde_json::to_value(&a.rows[0]).unwrap();
+    assert_eq!(json["gate_figures"]["quality"]["top1_pct"], 91.23);
+}
