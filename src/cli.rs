@@ -357,6 +357,9 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
         quiet: a.quiet,
     };
+    for w in crate::encode::input_warnings(&job.f16, &job.base) {
+        eprintln!("kaiju-tui: warning: {w}");
+    }
     let t = crate::encode::run(&job)?;
     let tt = &t.totals;
     println!(

@@ -74,9 +74,17 @@ pub fn campaign(cfg: Config) -> anyhow::Result<Campaign> {
 }
 
 pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
-    let c = campaign(load_config(cli)?)?;
-    let submit = c.cfg.submit;
-    let r = c.tick(submit)?;
+    let r = campaign(load_config(cli)?).and_then(|c| Ok(c.tick(c.cfg.submit)?));
+    let r = match r {
+        Ok(r) => r,
+        // a cron caller reading JSON always gets an object: the outcome, the cause, the exit code
+        Err(e) if cli.json => {
+            let code = exit_code_of(&e);
+            println!("{}", serde_json::json!({"outcome": "error", "error": error_line(&e), "exit": code}));
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     if cli.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -89,9 +97,18 @@ pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
 }
 
 pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
-    let cfg = load_config(cli)?;
-    let q = Queue::load(&cfg.queue)?;
-    let p = cost::plan(&q.entries, &cfg.cost, |e| (false, e.tag == Tag::AutoFeed));
+    let c = campaign(load_config(cli)?)?;
+    // the zoo's own estimates (what status and the control room show); with a backend down,
+    // the queue alone: nothing minted or shipped yet
+    let p = match c.snapshot() {
+        Ok(s) => zoo::plan(&s.rows(&c), &c.cfg.cost),
+        Err(e) => {
+            eprintln!("kaiju-tui: warning: {e}: the plan assumes nothing is minted or shipped yet");
+            let q = Queue::load(&c.cfg.queue)?;
+            cost::plan(&q.entries, &c.cfg.cost, |e| (false, cost::needs_ladder(e, false)))
+        }
+    };
+    let cfg = &c.cfg;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
@@ -200,7 +217,10 @@ pub fn move_model(cli: &Cli, id: &str, dir: &str) -> anyhow::Result<u8> {
 }
 
 pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
-    let c = campaign(load_config(cli)?)?;
+    let cfg = load_config(cli)?;
+    // an invalid queue is said plainly before the screen is taken (exit 2), as the CLI says it
+    Queue::load(&cfg.queue)?;
+    let c = campaign(cfg)?;
     crate::tui::run(c, crate::tui::Options { readonly: cli.readonly, yes: cli.yes })
 }
 

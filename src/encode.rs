@@ -29,6 +29,66 @@ pub enum EncodeError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--{out_flag} {out} is the {input_flag} input {input}: refusing to overwrite an input; write elsewhere")]
+    OutputIsInput { out_flag: &'static str, out: PathBuf, input_flag: &'static str, input: PathBuf },
+}
+
+/// Warnings about inputs that look swapped or wrong, said before a long encode: a truth
+/// whose matmul weights are quantized (the f16 truth is F16/BF16/F32), a base knot whose
+/// matmul weights are all unquantized (a base knot usually is quantized). Unreadable files
+/// give none here: the encode itself names them.
+pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<String> {
+    use crate::gguf::types;
+    let plain = |t: TypeId| t == types::F16 || t == types::BF16 || t == types::F32;
+    let kinds = |p: &std::path::Path| -> Option<(usize, usize, String)> {
+        let g = Gguf::open(p).ok()?;
+        let mm: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
+        let quantized: Vec<_> = mm.iter().filter(|t| !plain(t.ty)).collect();
+        Some((mm.len(), quantized.len(), quantized.first().map(|t| t.ty.name().to_string()).unwrap_or_default()))
+    };
+    let mut w = Vec::new();
+    if let Some((n, q, ty)) = kinds(f16).filter(|(n, q, _)| *n > 0 && *q > 0) {
+        w.push(format!(
+            "--f16 {}: {q} of {n} matmul weights are quantized ({ty}, …), not F16/BF16/F32: is this the f16 truth? (--f16 and --base swapped?)",
+            f16.display()
+        ));
+    }
+    if let Some((n, _, _)) = kinds(base).filter(|(n, q, _)| *n > 0 && *q == 0) {
+        w.push(format!(
+            "--base {}: all {n} matmul weights are unquantized; a base knot is usually a quantized file (--f16 and --base swapped?)",
+            base.display()
+        ));
+    }
+    w
+}
+
+/// Whether two paths name the same file (through links, hard links and relative paths).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Refuse outputs (the knot, the telemetry) that are one of the inputs: the rename at the end
+/// would replace it.
+fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
+    let inputs = [("--f16", &job.f16), ("--imatrix", &job.imatrix), ("--base", &job.base)];
+    let outputs = std::iter::once(("out", &job.out)).chain(job.telemetry.iter().map(|t| ("telemetry", t)));
+    for (out_flag, out) in outputs {
+        for (input_flag, input) in inputs {
+            if same_file(out, input) {
+                return Err(EncodeError::OutputIsInput {
+                    out_flag,
+                    out: out.clone(),
+                    input_flag: input_flag.trim_start_matches('-'),
+                    input: input.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -394,6 +454,7 @@ fn hash_sources(job: &EncodeJob, stop: &AtomicBool) -> Result<Sources, EncodeErr
 /// Run the encode job.
 pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let t0 = Instant::now();
+    check_outputs(job)?;
     let f16 = Gguf::open(&job.f16)?;
     let im = Imatrix::load(&job.imatrix)?;
     let base = Gguf::open(&job.base)?;

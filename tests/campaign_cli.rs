@@ -22,7 +22,8 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
-    let o = run(&["plan"], &common::repo());
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&["--root", d.path().to_str().unwrap(), "plan"], &common::repo());
     assert!(o.status.success(), "{o:?}");
     let s = stdout(&o);
     assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"));
@@ -32,9 +33,50 @@ fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
     // legacy-prior hours pass the timeouts
     let big = s.lines().find(|l| l.starts_with("qwen2.5-72b")).unwrap();
     assert!(big.contains(" 374  ") && big.contains("timeout") && !big.contains("disk"), "{big}");
-    let j = run(&["plan", "--json"], &common::repo());
+    let j = run(&["--root", d.path().to_str().unwrap(), "plan", "--json"], &common::repo());
     let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
     assert!(v["total_usd"].as_f64().unwrap() > 0.0);
+}
+
+/// `plan`, `status` and the control room's cost pane compute from the same estimates: on the
+/// shipped queue (a fresh root: nothing minted, nothing shipped) plan's models are status's
+/// rows left to run, with the same hours and cost. Ladder hours only for AUTO-FEED models:
+/// EXTERNAL and READY-NOW ones are never fed. OUT-OF-SCOPE models cost nothing.
+#[test]
+fn plan_and_status_agree_on_the_shipped_queue() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().to_str().unwrap();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = run(args, &common::repo());
+        assert!(o.status.success(), "{o:?}");
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let plan = json(&["--root", root, "plan", "--json"]);
+    let rows = json(&["--root", root, "status", "--json"]);
+    let rows = rows.as_array().unwrap();
+    let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("{id} not in status"));
+    let left: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| !["Done", "Hold", "OutOfScope"].contains(&r["state"].as_str().unwrap())).collect();
+    let models = plan["models"].as_array().unwrap();
+    assert_eq!(models.len(), left.len());
+    for m in models {
+        let r = row(m["id"].as_str().unwrap());
+        assert_eq!(m, &r["estimate"], "plan and status differ on {}", m["id"]);
+    }
+    let sum: f64 = left.iter().map(|r| r["estimate"]["usd"].as_f64().unwrap()).sum();
+    assert!((plan["total_usd"].as_f64().unwrap() - sum).abs() < 1e-9);
+    for never_fed in ["mistral-7b", "qwen2.5-7b"] {
+        assert_eq!(row(never_fed)["estimate"]["ladder_h"], 0.0, "{never_fed}");
+    }
+    assert!(row("qwen2.5-0.5b")["estimate"]["ladder_h"].as_f64().unwrap() > 0.0, "AUTO-FEED, nothing minted");
+    let oos = rows.iter().find(|r| r["state"] == "OutOfScope").expect("the shipped queue has one");
+    assert_eq!((oos["estimate"]["hours"].as_f64(), oos["estimate"]["usd"].as_f64()), (Some(0.0), Some(0.0)));
+    // the table marks it, and shows minutes under an hour
+    let t = stdout(&run(&["--root", root, "status"], &common::repo()));
+    let line = t.lines().find(|l| l.starts_with(oos["id"].as_str().unwrap())).unwrap();
+    assert!(line.contains("  -  ") || line.trim_end().ends_with('-'), "{line}");
+    let small = t.lines().find(|l| l.starts_with("qwen2.5-0.5b")).unwrap();
+    assert!(small.split_whitespace().any(|w| w.ends_with('m') && w[..w.len() - 1].parse::<u32>().is_ok()), "{small}");
 }
 
 #[test]
@@ -167,4 +209,68 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     }
     let s = stdout(&run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "status"], &root));
     assert!(s.lines().any(|l| l.starts_with("smollm2-135m") && l.contains("DONE")), "{s}");
+}
+
+/// Cancelling a local build mid-encode kills its runner, removes its workspace (the
+/// half-written knot with it) and says so in its log.
+#[test]
+fn a_cancelled_build_leaves_no_workspace_and_says_so() {
+    use kaiju::backend::builds::Runner;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let cfg = kaiju::config::RawConfig::default()
+        .resolve(
+            &kaiju::config::CliOverrides {
+                root: Some(root.clone()),
+                queue: Some(root.join("queue.txt")),
+                qspecs: Some(root.join("qspecs")),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
+    std::fs::create_dir_all(&hf).unwrap();
+    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
+    kaiju::commands::seed_demo(&cfg).unwrap();
+    // the f16 truth and imatrix already minted: the next tick submits the encode
+    let f16 = root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf");
+    std::fs::create_dir_all(f16.parent().unwrap()).unwrap();
+    std::fs::hard_link(common::smollm2_f16(), &f16).unwrap();
+    let im = root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix");
+    std::fs::create_dir_all(im.parent().unwrap()).unwrap();
+    std::fs::copy(common::imatrix_gguf(), &im).unwrap();
+    let c = kaiju::watcher::Campaign::local(cfg, Runner::Spawn { exe: common::bin().to_path_buf() });
+    let r = c.tick(true).unwrap();
+    let id = r.submitted.expect("an encode build");
+    let dir = root.join("builds").join(&id);
+    let ws = dir.join("workspace");
+    let has_tmp = || {
+        std::fs::read_dir(&ws)
+            .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().contains(".tmp-")))
+            .unwrap_or(false)
+    };
+    for _ in 0..300 {
+        if has_tmp() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(has_tmp(), "the encode did not start writing its knot");
+    c.builds.cancel(&id).unwrap();
+    assert!(!ws.exists(), "the workspace (and its temp knot) is removed");
+    let log = std::fs::read_to_string(dir.join("log.txt")).unwrap();
+    assert!(log.lines().last().unwrap().contains("build CANCELLED by the operator (step encode)"), "{log}");
+    assert_eq!(c.builds.get(&id).unwrap().status, kaiju::backend::builds::BuildStatus::Cancelled);
+}
+
+/// The control room refuses an invalid queue before it takes the terminal, as the CLI does.
+#[test]
+fn the_control_room_names_an_invalid_queue_and_exits_2() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("queue.txt"), "# a queue\nsmollm2-135m params=abc family=llama READY-NOW\n").unwrap();
+    let o = run(&["--root", d.path().to_str().unwrap(), "--queue", "queue.txt"], d.path());
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("queue.txt") && e.contains(":2"), "{e}");
 }

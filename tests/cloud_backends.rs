@@ -374,3 +374,61 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
         (Some("157"), Some("43200s"))
     );
 }
+
+/// Quitting the control room drops its workers, and with them the last handle on a cloud
+/// campaign, inside their runtime: that must not panic (it did: "Cannot drop a runtime in a
+/// context where blocking is not allowed", from the cloud bridge's own runtime).
+#[test]
+fn a_cloud_campaign_dropped_inside_a_runtime_does_not_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let dead = "http://127.0.0.1:9";
+    let cfg = config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "");
+    let c = std::sync::Arc::new(kaiju::watcher::Campaign::cloud(cfg).unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let held = c.clone();
+    let worker = rt.spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        drop(held);
+    });
+    drop(c);
+    let r = rt.block_on(worker);
+    assert!(r.is_ok(), "dropping the campaign in a worker panicked: {r:?}");
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+}
+
+/// A store that cannot be reached is one plain line, not the S3 SDK's nested dispatch dump.
+#[test]
+fn unreachable_stores_are_said_plainly() {
+    let d = tempfile::tempdir().unwrap();
+    let dead = "http://127.0.0.1:9";
+    let cfg = config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "attempts = 1\n");
+    let b = connect(&cfg);
+    for (store, p) in [("r2://knots", b.r2.head("models/m.knot")), ("gs://truth", b.gcs.head("models/m/m-f16.gguf"))] {
+        let Probe::Unknown(e) = p else { panic!("{store}: {p:?}") };
+        assert!(e.contains(&format!("cannot reach {dead}: ")), "{store}: {e}");
+        assert!(e.to_lowercase().contains("connection refused"), "{store}: {e}");
+        assert!(!e.contains("DispatchFailure") && !e.contains("ConnectorError") && e.len() < 200, "{store}: {e}");
+    }
+}
+
+/// `--tick --json` with the build service down still prints one JSON object with the cause,
+/// and exits 3.
+#[test]
+fn tick_json_says_why_when_a_backend_fails() {
+    let d = tempfile::tempdir().unwrap();
+    let dead = "http://127.0.0.1:9";
+    config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "attempts = 1\n");
+    std::fs::write(d.path().join("queue.txt"), "m params=0.5 family=qwen2 READY-NOW\n").unwrap();
+    let o = std::process::Command::new(common::bin())
+        .args(["--config", "config.toml", "--tick", "--json"])
+        .current_dir(d.path())
+        .env_remove("KAIJU_CONFIG")
+        .env_remove("KAIJU_ROOT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON object on stdout");
+    assert_eq!(v["outcome"], "error");
+    assert_eq!(v["exit"], 3);
+    assert!(v["error"].as_str().unwrap().contains("127.0.0.1:9"), "{v}");
+}

@@ -275,3 +275,89 @@ fn a_mix_gives_each_kind_its_variant() {
         / 2.0;
     assert!((t.totals.bpw - want).abs() < 1e-9, "{} vs {want}", t.totals.bpw);
 }
+
+/// `--out` (or `--telemetry`) naming an input, directly, through a symlink or a hard link, is
+/// refused by name before anything is written; the input stays as it was.
+#[test]
+fn an_output_that_is_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.gguf");
+    std::fs::copy(common::smollm2(), &base).unwrap();
+    let before = std::fs::metadata(&base).unwrap().len();
+    let link = dir.path().join("link.gguf");
+    std::os::unix::fs::symlink(&base, &link).unwrap();
+    let hard = dir.path().join("hard.gguf");
+    std::fs::hard_link(&base, &hard).unwrap();
+    for out in [base.clone(), link, hard] {
+        let job = EncodeJob {
+            f16: common::smollm2_f16(),
+            imatrix: common::imatrix_gguf(),
+            base: base.clone(),
+            out: out.clone(),
+            telemetry: None,
+            opts: EncodeOptions::default(),
+            mix: Default::default(),
+            quiet: true,
+        };
+        let e = encode::run(&job).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--out {} is the base input {}: refusing to overwrite an input; write elsewhere",
+                out.display(),
+                base.display()
+            )
+        );
+    }
+    let job = EncodeJob {
+        f16: common::smollm2_f16(),
+        imatrix: common::imatrix_gguf(),
+        base: base.clone(),
+        out: dir.path().join("ok.knot"),
+        telemetry: Some(common::imatrix_gguf()),
+        opts: EncodeOptions::default(),
+        mix: Default::default(),
+        quiet: true,
+    };
+    assert!(encode::run(&job).unwrap_err().to_string().starts_with("--telemetry "));
+    assert_eq!(std::fs::metadata(&base).unwrap().len(), before, "the base knot is untouched");
+    assert!(!dir.path().join("ok.knot").exists());
+}
+
+/// Swapped `--f16` and `--base` are warned about, by name, before the encode.
+#[test]
+fn swapped_inputs_are_warned_about() {
+    let w = encode::input_warnings(&common::smollm2(), &common::smollm2_f16());
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "--f16 {}: 210 of 210 matmul weights are quantized (Q4_1",
+            common::smollm2().display()
+        )),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[1].starts_with(&format!(
+            "--base {}: all 210 matmul weights are unquantized",
+            common::smollm2_f16().display()
+        )),
+        "{}",
+        w[1]
+    );
+    assert!(encode::input_warnings(&common::smollm2_f16(), &common::smollm2()).is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(common::bin())
+        .args(["--encode", "--quiet", "--f16"])
+        .arg(common::smollm2())
+        .arg("--imatrix")
+        .arg(common::imatrix_gguf())
+        .arg("--base")
+        .arg(common::smollm2_f16())
+        .arg("--out")
+        .arg(dir.path().join("x.knot"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("kaiju-tui: warning: --f16 ") && e.contains("swapped?"), "{e}");
+}

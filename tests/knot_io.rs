@@ -205,3 +205,12 @@ fn inspect_reads_both_imatrix_formats_and_names_a_file_that_is_neither() {
     let e = kaiju::inspect::inspect(&dir.path().join("absent"), None).unwrap_err().to_string();
     assert!(e.contains("absent: ") && e.contains("No such file"), "{e}");
 }
+
+/// A directory given where a GGUF is expected is named as such (mapping it failed with
+/// "No such device").
+#[test]
+fn a_directory_is_not_a_gguf() {
+    let d = tempfile::tempdir().unwrap();
+    let e = kaiju::gguf::Gguf::open(d.path()).err().expect("refused").to_string();
+    assert_eq!(e, format!("{}: a directory; expected a GGUF file", d.path().display()));
+}

@@ -177,6 +177,15 @@ pub trait BuildService: Send + Sync {
     fn read_log(&self, id: &str, offset: u64) -> Result<LogChunk, BuildError>;
 }
 
+/// Whether a process is running (not gone, not a zombie waiting for its parent).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'
+        Ok(s) => s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
 pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -339,10 +348,31 @@ impl BuildService for LocalBuilds {
         std::fs::write(dir.join("cancel"), b"").map_err(|e| self.err(e.to_string()))?;
         if let Some(pid) = info.pid {
             let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+            // let it go before its workspace is removed, so nothing is written there after
+            for _ in 0..50 {
+                if !process_alive(pid) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
         }
+        // a killed runner neither logs nor cleans up: its half-written knot (tens of GB on a
+        // big model) would stay in the workspace
+        let _ = std::fs::remove_dir_all(dir.join("workspace"));
         info.status = BuildStatus::Cancelled;
         info.finish_time = Some(now());
-        write_status(&dir, &info).map_err(|e| self.err(e.to_string()))
+        write_status(&dir, &info).map_err(|e| self.err(e.to_string()))?;
+        let line = format!(
+            "[{}] build CANCELLED by the operator (step {}); workspace removed\n",
+            super::pipeline::chrono_like(now()),
+            info.step.as_deref().unwrap_or("-")
+        );
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(LOG_FILE))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+            .map_err(|e| self.err(e.to_string()))
     }
 
     fn read_log(&self, id: &str, offset: u64) -> Result<LogChunk, BuildError> {

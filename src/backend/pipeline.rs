@@ -126,7 +126,8 @@ pub fn run_build(dir: &Path) {
         }
         Err(e) if e == "cancelled" || cx.cancelled() => {
             cx.info.status = BuildStatus::Cancelled;
-            cx.line("build CANCELLED");
+            let _ = std::fs::remove_dir_all(&cx.ws);
+            cx.line("build CANCELLED; workspace removed");
         }
         Err(e) => {
             cx.info.status = BuildStatus::Failure;

@@ -46,8 +46,36 @@ pub fn gate_hours(params_b: f64, c: &CostConfig) -> f64 {
     c.gate_model_tokens * c.gate_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
 }
 
-/// Per-model estimate; `needs_ladder` adds the IQ-ladder feeder's hours.
+/// Whether a model's estimate includes the IQ-ladder feeder: only AUTO-FEED models are ever
+/// fed, and only while their f16 truth or imatrix is missing (`minted`: both present); a HOLD
+/// model with a Hugging Face source is counted as it would be once released (HOLD models are
+/// outside the totals either way). The one rule `plan`, `status` and the control room share.
+pub fn needs_ladder(e: &Entry, minted: bool) -> bool {
+    !minted && (e.tag == Tag::AutoFeed || (e.tag == Tag::Hold && e.hf_source.is_some()))
+}
+
+/// Whether a model counts toward the campaign's totals and its "done" count: an
+/// OUT-OF-SCOPE model is never encoded.
+pub fn in_scope(e: &Entry) -> bool {
+    e.tag != Tag::OutOfScope
+}
+
+/// Per-model estimate; `needs_ladder` adds the IQ-ladder feeder's hours. An OUT-OF-SCOPE
+/// model costs nothing: nothing will run for it.
 pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
+    if !in_scope(e) {
+        return Estimate {
+            id: e.id.clone(),
+            params_b: e.params_b,
+            ladder_h: 0.0,
+            encode_h: 0.0,
+            hours: 0.0,
+            usd: 0.0,
+            disk_gb: 0.0,
+            build_disk_gb: 0,
+            flags: vec![],
+        };
+    }
     let scale = e.params_b / 7.0;
     let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c);
     let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
@@ -174,6 +202,11 @@ pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool,
             (!done).then(|| estimate(e, ladder, c))
         })
         .collect();
+    plan_of(models, c)
+}
+
+/// The plan over the estimates of what is left to run (serial and parallel hours, cost).
+pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
     let hours: Vec<f64> = models.iter().map(|m| m.hours).collect();
     Plan {
         total_hours_serial: hours.iter().sum(),

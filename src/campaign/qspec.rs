@@ -211,9 +211,11 @@ pub fn classify_file(path: &Path) -> GateKind {
     if !path.exists() {
         return GateKind::Missing;
     }
+    // the reason without the path: whoever reports it names the file once
     match QSpec::load(path) {
         Ok(q) => q.classify(),
-        Err(e) => GateKind::Invalid(e.to_string()),
+        Err(QSpecError::Invalid { msg, .. }) => GateKind::Invalid(msg),
+        Err(QSpecError::Io { source, .. }) => GateKind::Invalid(source.to_string()),
     }
 }
 
@@ -288,6 +290,17 @@ mod tests {
         let e = GateCase::parse_subst("1,2=3=9+4=x=").unwrap_err();
         assert!(e.starts_with("case 2: \"4=x=\""), "{e}");
         assert!(GateCase::parse_subst("1=3=3").unwrap_err().contains("reject_token: equals expect_token 3"));
+    }
+
+    #[test]
+    fn an_invalid_file_names_its_reason_without_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m.qspec.json");
+        std::fs::write(&p, r#"{"prompt_tokens":[],"expect_token":3}"#).unwrap();
+        let GateKind::Invalid(m) = classify_file(&p) else { panic!("not invalid") };
+        assert_eq!(m, "prompt_tokens: expected at least one token");
+        let why = GateKind::Invalid(m).reason().unwrap();
+        assert!(!why.contains(&p.display().to_string()), "{why}");
     }
 
     #[test]

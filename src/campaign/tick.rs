@@ -34,7 +34,8 @@ pub enum Outcome {
     /// A build of ours is in flight.
     Busy { builds: Vec<String> },
     /// A check came back UNKNOWN; nothing is decided until it clears.
-    Blocked { id: String, why: String },
+    /// `checks`: the names of the UNKNOWN checks; `why`: each with its reason (the note)
+    Blocked { id: String, checks: Vec<String>, why: String },
     /// Nothing to do now (everything left is waiting on something).
     Idle,
     /// Every model except HOLD / OUT-OF-SCOPE is done.
@@ -60,8 +61,9 @@ impl Decision {
             (Outcome::Busy { builds }, _) => {
                 format!("nothing: build in flight ({})", builds.join(", "))
             }
-            (Outcome::Blocked { id, why }, _) => {
-                format!("nothing: {id} has an UNKNOWN check ({why})")
+            // the reasons are in the notes (stderr): the line names the checks only
+            (Outcome::Blocked { id, checks, .. }, _) => {
+                format!("nothing: {id} has an UNKNOWN check ({})", checks.join(", "))
             }
             (Outcome::AllDone, _) => "nothing: every non-HOLD model is done".into(),
             _ => "nothing to do".into(),
@@ -126,7 +128,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
         let Some(m) = inv.get(id) else {
             return Decision {
                 action: None,
-                outcome: Outcome::Blocked { id: id.into(), why: "not probed".into() },
+                outcome: Outcome::Blocked { id: id.into(), checks: vec!["all".into()], why: "not probed".into() },
                 notes,
             };
         };
@@ -135,9 +137,18 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
         }
         let unknown = m.unknowns();
         if !unknown.is_empty() {
-            let why = unknown.iter().map(|(n, e)| format!("{n}: {e}")).collect::<Vec<_>>().join("; ");
+            // checks failing for one reason (a store that cannot be reached) are said once
+            let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+            for (n, e) in &unknown {
+                match groups.iter_mut().find(|(_, r)| r == e) {
+                    Some((names, _)) => names.push(n),
+                    None => groups.push((vec![n], e.as_str())),
+                }
+            }
+            let why = groups.iter().map(|(n, e)| format!("{}: {e}", n.join(", "))).collect::<Vec<_>>().join("; ");
             notes.push(format!("stop at {id}: UNKNOWN {why}"));
-            return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), why }, notes };
+            let checks = unknown.iter().map(|(n, _)| n.to_string()).collect();
+            return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), checks, why }, notes };
         }
         if markers.done.contains(id) {
             notes
@@ -325,6 +336,17 @@ mod tests {
             &none(),
         );
         assert!(d.action.is_some());
+    }
+
+    #[test]
+    fn one_unreachable_store_is_said_once_and_only_in_the_note() {
+        let why = "cannot reach http://127.0.0.1:9: Connection refused (os error 111)";
+        let u = Probe::Unknown(why.into());
+        let m = inv(u.clone(), u.clone(), u.clone(), gate(), u);
+        let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.notes.last().unwrap(), &format!("stop at a: UNKNOWN f16, imatrix, base, output: {why}"));
+        assert_eq!(d.summary(), "nothing: a has an UNKNOWN check (f16, imatrix, base, output)");
     }
 
     #[test]

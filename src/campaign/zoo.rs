@@ -34,6 +34,9 @@ pub struct ZooRow {
     pub gate_result: Option<String>,
     /// The shipped knot's distributional figures against its f16 (from its gate log)
     pub gate_figures: Option<GateFigures>,
+    /// The build a submit would start now ("KAIJU encode", "IQ-ladder feeder"), or why none
+    /// can start ("nothing: …")
+    pub next_build: String,
     pub detail: Vec<String>,
 }
 
@@ -182,14 +185,22 @@ pub fn rows(
         .map(|e| {
             let m = inv.get(&e.id).unwrap_or(&unknown);
             let state = state_of(e, inv.get(&e.id), builds, markers);
-            let needs_ladder = !(m.f16.is_present() && m.imatrix.is_present());
+            let needs_ladder = cost::needs_ladder(e, m.f16.is_present() && m.imatrix.is_present());
             let lb = latest_build(&e.id, builds);
             let mut detail = vec![
                 probe_line("f16", &m.f16),
                 probe_line("imatrix", &m.imatrix),
                 probe_line("base knot", &m.base),
                 probe_line("kaiju1 knot", &m.output),
-                format!("gate: {}{}", m.gate.label(), m.gate.reason().map(|r| format!(" — {r}")).unwrap_or_default()),
+                if e.tag == crate::campaign::queue::Tag::OutOfScope {
+                    "gate: not needed (OUT-OF-SCOPE: nothing is encoded)".to_string()
+                } else {
+                    format!(
+                        "gate: {}{}",
+                        m.gate.label(),
+                        m.gate.reason().map(|r| format!(" — {r}")).unwrap_or_default()
+                    )
+                },
                 codec_line(e),
             ];
             if let Some(c) = &e.comment {
@@ -223,10 +234,51 @@ pub fn rows(
                     .and_then(|d| d.strip_prefix("step gate: "))
                     .map(|d| format!("FAIL: {d}")),
                 gate_figures: None,
+                next_build: match super::tick::next_build(e, m) {
+                    // as submit_now: nothing starts while a check is UNKNOWN
+                    _ if !m.unknowns().is_empty() => "nothing: a prerequisite check is UNKNOWN".into(),
+                    super::tick::Next::Encode => "KAIJU encode".into(),
+                    super::tick::Next::Feed(hf) => format!("IQ-ladder feeder (from {hf})"),
+                    super::tick::Next::Blocked(why) => format!("nothing: {why}"),
+                },
                 detail,
             }
         })
         .collect()
+}
+
+impl ZooRow {
+    /// Whether the row is part of what is left to run: not DONE, not HOLD, not OUT-OF-SCOPE.
+    pub fn left_to_run(&self) -> bool {
+        !matches!(self.state, ModelState::Done | ModelState::Hold | ModelState::OutOfScope)
+    }
+
+    /// The estimate's hours as the tables show them: minutes under an hour (a 0.5B encode is
+    /// "9m", not "0.0"), "-" for a model nothing will run for (OUT-OF-SCOPE).
+    pub fn hours_cell(&self) -> String {
+        let h = self.estimate.hours;
+        if self.state == ModelState::OutOfScope {
+            "-".into()
+        } else if h < 1.0 {
+            format!("{:.0}m", (h * 60.0).ceil())
+        } else {
+            format!("{h:.1}")
+        }
+    }
+
+    pub fn usd_cell(&self) -> String {
+        if self.state == ModelState::OutOfScope {
+            "-".into()
+        } else {
+            format!("{:.2}", self.estimate.usd)
+        }
+    }
+}
+
+/// The plan over the zoo's rows: what `plan`, `status` and the control room's cost pane all
+/// show (the same estimates, the same models left).
+pub fn plan(rows: &[ZooRow], c: &CostConfig) -> cost::Plan {
+    cost::plan_of(rows.iter().filter(|r| r.left_to_run()).map(|r| r.estimate.clone()).collect(), c)
 }
 
 pub fn table(rows: &[ZooRow]) -> String {
@@ -236,7 +288,7 @@ pub fn table(rows: &[ZooRow]) -> String {
     );
     for r in rows {
         s += &format!(
-            "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8.1} {:>9.2}  {}\n",
+            "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
             r.id,
             r.params_b,
             r.family,
@@ -245,8 +297,8 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.imatrix.glyph(),
             r.base.glyph(),
             r.gate_mark.glyph(),
-            r.estimate.hours,
-            r.estimate.usd,
+            r.hours_cell(),
+            r.usd_cell(),
             r.gate_result.as_deref().unwrap_or("")
         );
     }

@@ -156,7 +156,16 @@ impl Gguf {
         let path = path.as_ref().to_path_buf();
         let io = |source| GgufError::Io { path: path.clone(), source };
         let f = File::open(&path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
+        let meta = f.metadata().map_err(io)?;
+        if !meta.is_file() {
+            // mapping a directory fails with "No such device", which names nothing useful
+            let what = if meta.is_dir() { "a directory" } else { "not a regular file" };
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{what}; expected a GGUF file"),
+            )));
+        }
+        let len = meta.len();
         let src = if len == 0 {
             Source::Owned(Vec::new())
         } else {

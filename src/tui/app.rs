@@ -13,18 +13,34 @@ use std::collections::VecDeque;
 /// An operation that submits, cancels or edits: always confirmed, refused in --readonly.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    Submit { id: String },
-    Hold { id: String },
-    Unhold { id: String },
-    Requeue { id: String },
-    Move { id: String, dir: i32 },
-    Cancel { id: String, build: String },
+    /// `what`: the build, the model's state and the estimate, as the confirmation says them
+    Submit {
+        id: String,
+        what: String,
+    },
+    Hold {
+        id: String,
+    },
+    Unhold {
+        id: String,
+    },
+    Requeue {
+        id: String,
+    },
+    Move {
+        id: String,
+        dir: i32,
+    },
+    Cancel {
+        id: String,
+        build: String,
+    },
 }
 
 impl Op {
     pub fn describe(&self) -> String {
         match self {
-            Op::Submit { id } => format!("submit the next build of {id} now"),
+            Op::Submit { id, what } => format!("submit {what} of {id} now"),
             Op::Hold { id } => format!("hold {id}"),
             Op::Unhold { id } => format!("release {id} from HOLD"),
             Op::Requeue { id } => format!("requeue {id} (clear its markers)"),
@@ -65,16 +81,43 @@ pub enum SortKey {
     Cost,
 }
 
+impl SortKey {
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Queue => "queue",
+            SortKey::Params => "params",
+            SortKey::State => "state",
+            SortKey::Cost => "cost",
+        }
+    }
+}
+
 /// Reports from the runtime's workers.
 #[derive(Debug, Clone)]
 pub enum Msg {
-    Snapshot { rows: Vec<ZooRow>, builds: Vec<BuildInfo>, at: f64 },
-    Tick { line: String, notes: Vec<String>, at: f64 },
+    Snapshot {
+        rows: Vec<ZooRow>,
+        builds: Vec<BuildInfo>,
+        at: f64,
+    },
+    Tick {
+        line: String,
+        notes: Vec<String>,
+        at: f64,
+    },
     OpDone(Result<String, String>),
-    Log { build: String, text: String },
-    LogReset { source: String },
+    Log {
+        build: String,
+        text: String,
+    },
+    LogReset {
+        source: String,
+    },
     Clock(f64),
     Error(String),
+    /// The zoo could not be read (an invalid queue.txt, a backend down): said in the zoo's
+    /// place until a snapshot succeeds.
+    SnapshotFailed(String),
 }
 
 pub struct LogPane {
@@ -100,6 +143,8 @@ pub struct App {
     pub ladder_hours_per_7b: f64,
     pub selected: usize,
     pub filter: String,
+    /// Why the last snapshot failed (None once one succeeds).
+    pub zoo_error: Option<String>,
     pub sort: SortKey,
     pub mode: Mode,
     pub paused: bool,
@@ -108,6 +153,8 @@ pub struct App {
     pub now: f64,
     pub log: LogPane,
     pub status: String,
+    /// When `status` was set (it leaves the footer after a while)
+    pub status_at: f64,
     pub last_tick: Option<String>,
     /// the program's own diagnostics (watcher notes, errors), bounded
     pub diag: VecDeque<String>,
@@ -136,6 +183,7 @@ impl App {
             builds: vec![],
             selected: 0,
             filter: String::new(),
+            zoo_error: None,
             sort: SortKey::Queue,
             mode: Mode::Normal,
             paused: false,
@@ -152,6 +200,7 @@ impl App {
                 source: None,
             },
             status: String::new(),
+            status_at: 0.0,
             last_tick: None,
             diag: VecDeque::new(),
             show_diag: false,
@@ -209,6 +258,7 @@ impl App {
 
     fn note(&mut self, s: String) {
         self.status = s.clone();
+        self.status_at = self.now;
         self.push_diag(s);
     }
 
@@ -218,6 +268,24 @@ impl App {
             self.selected = 0;
         } else if self.selected >= n {
             self.selected = n - 1;
+        }
+    }
+
+    /// Apply a change to what is shown (sort, filter, new rows) with the selection staying on
+    /// the same model, wherever its row moves; on the nearest row when it is no longer shown.
+    fn keeping_selection(&mut self, change: impl FnOnce(&mut App)) -> Vec<Effect> {
+        let before = self.followed_build();
+        let keep = self.selected_row().map(|r| r.id.clone());
+        change(self);
+        if let Some(p) = keep.and_then(|id| self.visible().iter().position(|&i| self.rows[i].id == id)) {
+            self.selected = p;
+        }
+        self.clamp();
+        let after = self.followed_build();
+        if before != after {
+            vec![Effect::Follow(after)]
+        } else {
+            vec![]
         }
     }
 
@@ -250,20 +318,18 @@ impl App {
         self.dirty = true;
         match self.mode.clone() {
             Mode::Filter => {
-                match ev.code {
+                return self.keeping_selection(|a| match ev.code {
                     KeyCode::Esc => {
-                        self.filter.clear();
-                        self.mode = Mode::Normal;
+                        a.filter.clear();
+                        a.mode = Mode::Normal;
                     }
-                    KeyCode::Enter => self.mode = Mode::Normal,
+                    KeyCode::Enter => a.mode = Mode::Normal,
                     KeyCode::Backspace => {
-                        self.filter.pop();
+                        a.filter.pop();
                     }
-                    KeyCode::Char(c) => self.filter.push(c),
+                    KeyCode::Char(c) => a.filter.push(c),
                     _ => {}
-                }
-                let sel = self.selected;
-                return self.select(sel);
+                });
             }
             Mode::Confirm { op, stage, needed } => {
                 return match ev.code {
@@ -307,8 +373,7 @@ impl App {
             Mode::Normal => {}
         }
         if ev.code == KeyCode::Esc && !self.filter.is_empty() {
-            self.filter.clear();
-            return vec![];
+            return self.keeping_selection(|a| a.filter.clear());
         }
         let Some(act) = self.km.lookup(&ev) else { return vec![] };
         let n = self.visible().len();
@@ -325,16 +390,14 @@ impl App {
                 self.mode = Mode::Filter;
                 vec![]
             }
-            Act::Sort => {
-                self.sort = match self.sort {
+            Act::Sort => self.keeping_selection(|a| {
+                a.sort = match a.sort {
                     SortKey::Queue => SortKey::Params,
                     SortKey::Params => SortKey::State,
                     SortKey::State => SortKey::Cost,
                     SortKey::Cost => SortKey::Queue,
-                };
-                let sel = self.selected;
-                self.select(sel)
-            }
+                }
+            }),
             Act::Details => {
                 if row.is_some() {
                     self.mode = Mode::Details;
@@ -383,14 +446,44 @@ impl App {
                 let Some(r) = row else { return vec![] };
                 let id = r.id.clone();
                 match act {
+                    Act::Submit if r.next_build.starts_with("nothing") => {
+                        self.note(format!("{id}: {}", r.next_build));
+                        vec![]
+                    }
                     Act::Submit => {
                         // one build at a time: overriding it takes a second confirmation
                         let busy = !self.in_flight().is_empty();
-                        self.request(Op::Submit { id }, if busy { 2 } else { 1 })
+                        let what = format!(
+                            "the {} (state {}, est. {} h, ${:.2})",
+                            r.next_build,
+                            r.state.as_str(),
+                            r.hours_cell(),
+                            r.estimate.usd
+                        );
+                        self.request(Op::Submit { id, what }, if busy { 2 } else { 1 })
+                    }
+                    Act::Hold if r.state == ModelState::OutOfScope => {
+                        self.note(format!("{id} is OUT-OF-SCOPE: there is nothing to hold or release"));
+                        vec![]
                     }
                     Act::Hold if r.state == ModelState::Hold => self.request(Op::Unhold { id }, 1),
                     Act::Hold => self.request(Op::Hold { id }, 1),
                     Act::Requeue => self.request(Op::Requeue { id }, 1),
+                    Act::MoveUp | Act::MoveDown if !self.readonly && self.sort != SortKey::Queue => {
+                        self.note(format!(
+                            "the zoo is sorted by {}: reorder the queue in queue order (press o until it says queue)",
+                            self.sort.label()
+                        ));
+                        vec![]
+                    }
+                    Act::MoveUp if !self.readonly && self.rows.first().is_some_and(|f| f.id == id) => {
+                        self.note(format!("{id} is already at the top of the queue"));
+                        vec![]
+                    }
+                    Act::MoveDown if !self.readonly && self.rows.last().is_some_and(|l| l.id == id) => {
+                        self.note(format!("{id} is already at the bottom of the queue"));
+                        vec![]
+                    }
                     Act::MoveUp => self.request(Op::Move { id, dir: -1 }, 1),
                     Act::MoveDown => self.request(Op::Move { id, dir: 1 }, 1),
                     _ => {
@@ -418,25 +511,16 @@ impl App {
         self.dirty = true;
         match m {
             Msg::Snapshot { rows, builds, at } => {
-                let before = self.followed_build();
-                let keep = self.selected_row().map(|r| r.id.clone());
                 let params = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.params_b);
                 self.ladder_hours_per_7b =
                     crate::campaign::cost::calibrated(&self.cost, params, &builds).ladder_hours_per_7b;
-                self.rows = rows;
-                self.builds = builds;
-                self.now = at;
-                self.loaded = true;
-                if let Some(id) = keep {
-                    if let Some(p) = self.visible().iter().position(|&i| self.rows[i].id == id) {
-                        self.selected = p;
-                    }
-                }
-                self.clamp();
-                let after = self.followed_build();
-                if before != after {
-                    return vec![Effect::Follow(after)];
-                }
+                self.zoo_error = None;
+                return self.keeping_selection(|a| {
+                    a.rows = rows;
+                    a.builds = builds;
+                    a.now = at;
+                    a.loaded = true;
+                });
             }
             Msg::Tick { line, notes, at } => {
                 for n in notes {
@@ -448,6 +532,10 @@ impl App {
             }
             Msg::OpDone(Ok(s)) => self.note(s),
             Msg::OpDone(Err(e)) | Msg::Error(e) => self.note(format!("error: {e}")),
+            Msg::SnapshotFailed(e) => {
+                self.note(format!("error: {e}"));
+                self.zoo_error = Some(e);
+            }
             Msg::LogReset { source } => {
                 self.log.lines.clear();
                 self.log.scroll = 0;
@@ -475,15 +563,8 @@ impl App {
 
     /// Campaign totals over what is left: serial hours, parallel hours, cost; and spent.
     pub fn totals(&self) -> (f64, f64, f64, f64) {
-        let left: Vec<&ZooRow> = self
-            .rows
-            .iter()
-            .filter(|r| !matches!(r.state, ModelState::Done | ModelState::Hold | ModelState::OutOfScope))
-            .collect();
-        let hours: Vec<f64> = left.iter().map(|r| r.estimate.hours).collect();
-        let serial = hours.iter().sum::<f64>() + 0.0;
-        let parallel = crate::campaign::cost::makespan(&hours, self.cost.parallel);
-        let usd = left.iter().map(|r| r.estimate.usd).sum::<f64>() + 0.0;
+        let p = crate::campaign::zoo::plan(&self.rows, &self.cost);
+        let (serial, parallel, usd) = (p.total_hours_serial + 0.0, p.total_hours_parallel, p.total_usd + 0.0);
         let spent =
             self.builds.iter().map(|b| b.elapsed(self.now) / 60.0 * self.cost.usd_per_minute).sum::<f64>() + 0.0;
         (serial, parallel, usd, spent)

@@ -206,6 +206,17 @@ impl Keymap {
                 .map(|k| Key::parse(k).map_err(|e| format!("[tui.keys] {name}: {e}")))
                 .collect::<Result<_, _>>()?;
         }
+        // one key, one action: a key bound twice would silently do the first action only
+        for (i, a) in km.bindings.iter().enumerate() {
+            for b in &km.bindings[i + 1..] {
+                if let Some(k) = a.keys.iter().find(|k| b.keys.contains(k)) {
+                    return Err(format!(
+                        "[tui.keys]: key {k} is bound to both {} and {}; give one of them other keys",
+                        a.name, b.name
+                    ));
+                }
+            }
+        }
         Ok(km)
     }
 
@@ -237,6 +248,19 @@ impl Keymap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_bound_to_two_actions_is_refused_naming_both() {
+        assert!(Keymap::with_overrides(&BTreeMap::new()).is_ok(), "the defaults have no conflict");
+        let over: BTreeMap<String, Vec<String>> = [("hold".to_string(), vec!["q".to_string()])].into();
+        let e = Keymap::with_overrides(&over).unwrap_err();
+        assert_eq!(e, "[tui.keys]: key q is bound to both hold and quit; give one of them other keys");
+        // moving quit away too makes it valid
+        let over: BTreeMap<String, Vec<String>> =
+            [("hold".to_string(), vec!["q".to_string()]), ("quit".to_string(), vec!["Q".to_string()])].into();
+        let km = Keymap::with_overrides(&over).unwrap();
+        assert!(km.footer(false).iter().any(|(k, n)| k == "Q" && *n == "quit"));
+    }
 
     #[test]
     fn every_key_is_unique_and_parses_back() {

@@ -56,7 +56,7 @@ pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
 fn snapshot_msg(c: &Campaign) -> Msg {
     match c.snapshot() {
         Ok(s) => Msg::Snapshot { rows: s.rows(c), builds: s.builds, at: s.taken_at },
-        Err(e) => Msg::Error(e.to_string()),
+        Err(e) => Msg::SnapshotFailed(e.to_string()),
     }
 }
 
@@ -67,7 +67,7 @@ fn run_op(c: &Campaign, op: &Op) -> Result<String, String> {
         q.save().map_err(|e| e.to_string())
     };
     match op {
-        Op::Submit { id } => {
+        Op::Submit { id, .. } => {
             c.submit_now(id).map(|b| format!("submitted {} for {id}", b.id)).map_err(|e| e.to_string())
         }
         Op::Hold { id } => edit(&|q| q.hold(id, Some("from the control room"))).map(|_| format!("{id}: HOLD")),
@@ -210,6 +210,7 @@ fn event_loop<B: Backend>(
                 Effect::Run(op) => {
                     let (c, tx, sh) = (c.clone(), tx.clone(), sh.clone());
                     app.status = format!("working: {}", op.describe());
+                    app.status_at = app.now;
                     rt.spawn(async move {
                         let r = tokio::task::spawn_blocking(move || run_op(&c, &op))
                             .await

@@ -119,9 +119,12 @@ fn navigation_filter_sort() {
     assert_eq!(a.visible().len(), 5);
     a.on_key(code(KeyCode::Esc));
     assert!(a.filter.is_empty());
+    // the selection stays on the model it was on, whatever the order
+    let kept = a.selected_row().unwrap().id.clone();
+    assert!(kept.contains("qwen"), "{kept}");
     a.on_key(key('o'));
     assert_eq!(a.sort, SortKey::Params);
-    assert_eq!(a.selected_row().unwrap().id, "openai-gateway");
+    assert_eq!(a.selected_row().unwrap().id, kept);
     for _ in 0..3 {
         a.on_key(key('o'));
     }
@@ -183,7 +186,8 @@ fn submit_while_busy_needs_a_second_confirmation() {
     a.on_key(key('S'));
     assert!(a.on_key(key('y')).is_empty(), "first yes only acknowledges the one-at-a-time rule");
     assert!(matches!(a.mode, Mode::Confirm { stage: 1, needed: 2, .. }));
-    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Submit { id: "smollm2-135m".into() })]);
+    let eff = a.on_key(key('y'));
+    assert!(matches!(&eff[..], [Effect::Run(Op::Submit { id, .. })] if id == "smollm2-135m"), "{eff:?}");
     // with nothing in flight one confirmation is enough
     a.builds.clear();
     a.on_key(key('S'));
@@ -444,4 +448,153 @@ fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
     // status --json carries them
     let json = serde_json::to_value(&a.rows[0]).unwrap();
     assert_eq!(json["gate_figures"]["quality"]["top1_pct"], 91.23);
+}
+
+#[test]
+fn the_selection_stays_on_its_model_across_sort_filter_and_refresh() {
+    let mut a = app();
+    a.on_key(key('j'));
+    a.on_key(key('j'));
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    // every sort order keeps gemma-2-2b selected, wherever its row moves
+    for _ in 0..4 {
+        a.on_key(key('o'));
+        assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b", "sorted by {:?}", a.sort);
+    }
+    // a filter that keeps it shown, then clearing the filter with esc
+    a.on_key(key('/'));
+    for c in "gemma".chars() {
+        a.on_key(key(c));
+    }
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    a.on_key(code(KeyCode::Esc));
+    assert!(a.filter.is_empty());
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    // a refresh whose rows come in another order
+    let mut rows = a.rows.clone();
+    rows.reverse();
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+}
+
+#[test]
+fn reordering_is_refused_while_sorted_and_at_the_ends() {
+    let mut a = app();
+    a.on_key(key('o')); // sorted by params
+    a.on_key(key('J'));
+    assert_eq!(a.mode, Mode::Normal, "no confirmation while sorted");
+    assert!(a.status.contains("sorted by params"), "{}", a.status);
+    // back to queue order: the first row cannot go up, the last cannot go down
+    for _ in 0..3 {
+        a.on_key(key('o'));
+    }
+    a.on_key(key('g'));
+    a.on_key(key('K'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("already at the top"), "{}", a.status);
+    a.on_key(key('G'));
+    a.on_key(key('J'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("already at the bottom"), "{}", a.status);
+    a.on_key(key('K'));
+    assert!(matches!(a.mode, Mode::Confirm { .. }), "a move that can happen is confirmed");
+}
+
+#[test]
+fn follow_with_wrap_shows_the_newest_lines() {
+    let mut a = app();
+    let long = format!("[10:00:05] gate: {}", "figures: {\"quality\":{\"kld_mean\":0.58}} ".repeat(6));
+    let mut text = String::new();
+    for i in 0..12 {
+        text += &format!("{long} #{i}\n");
+    }
+    text += "[10:01:00] shipped knot\n[10:01:00] step ship: done in 0.1s\n[10:01:00] build SUCCESS\n";
+    a.on_msg(Msg::Log { build: "b1-qwen2.5-0.5b".into(), text });
+    a.on_key(key('w'));
+    assert!(a.log.wrap && a.log.follow);
+    for (w, h) in [(80, 24), (160, 48), (60, 20)] {
+        let s = render(&a, w, h);
+        assert!(s.contains("build SUCCESS"), "{w}x{h}: the newest line is hidden:\n{s}");
+        assert!(s.contains("step ship: done"), "{w}x{h}:\n{s}");
+    }
+}
+
+#[test]
+fn an_invalid_queue_is_said_in_the_zoos_place() {
+    let mut a = App::new(Keymap::default(), Theme::mono(), CostConfig::default(), false, false, 60);
+    let e = "queue.txt:14: bad line \"gemma-2-2b params=x\": params: expected a number of billions";
+    a.on_msg(Msg::SnapshotFailed(e.into()));
+    let s = render(&a, 80, 24);
+    assert!(s.contains("The zoo cannot be shown:") && s.contains("queue.txt:14: bad line"), "{s}");
+    assert!(!s.contains("probing"), "{s}");
+    // once a snapshot succeeds the zoo is back; a later failure keeps the rows and says so
+    let ok = app();
+    a.on_msg(Msg::Snapshot { rows: ok.rows.clone(), builds: ok.builds.clone(), at: NOW });
+    assert!(render(&a, 80, 24).contains("smollm2-135m"));
+    a.on_msg(Msg::SnapshotFailed(e.into()));
+    let s = render(&a, 80, 24);
+    assert!(s.contains("smollm2-135m") && s.contains("the last refresh failed"), "{s}");
+}
+
+#[test]
+fn confirmations_name_what_will_happen_and_nonsense_is_refused() {
+    let mut a = app();
+    // qwen2.5-7b (READY-NOW, imatrix UNKNOWN): nothing can be submitted, and it says why
+    while a.selected_row().unwrap().id != "qwen2.5-7b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(key('S'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.starts_with("qwen2.5-7b: nothing:"), "{}", a.status);
+    // qwen2.5-0.5b: the confirmation names the build, the state and the estimate
+    a.on_key(key('g'));
+    a.on_key(key('j'));
+    a.builds.clear();
+    a.on_key(key('S'));
+    let Mode::Confirm { op, .. } = a.mode.clone() else { panic!("no confirmation") };
+    let d = op.describe();
+    assert!(
+        d.starts_with("submit the KAIJU encode (state ENCODING, est. ")
+            && d.contains(", $")
+            && d.ends_with("of qwen2.5-0.5b now"),
+        "{d}"
+    );
+    a.on_key(key('n'));
+    // unhold is confirmed like hold
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(key('h'));
+    assert!(matches!(&a.mode, Mode::Confirm { op: Op::Unhold { .. }, .. }), "{:?}", a.mode);
+    a.on_key(key('n'));
+    // an OUT-OF-SCOPE model is neither held nor released
+    a.on_key(key('G'));
+    while a.selected_row().unwrap().state != crate::campaign::state::ModelState::OutOfScope {
+        a.on_key(key('k'));
+    }
+    a.on_key(key('h'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("is OUT-OF-SCOPE: there is nothing to hold"), "{}", a.status);
+}
+
+#[test]
+fn a_long_message_leaves_the_help_key_visible_and_expires() {
+    let mut a = app();
+    a.on_msg(Msg::Error(format!("backend: {}", "a very long explanation of what went wrong ".repeat(5))));
+    let s = render(&a, 80, 24);
+    let footer = s.lines().last().unwrap();
+    assert!(footer.contains("? help") && footer.contains('…'), "{footer}");
+    // the message leaves the footer after a while; the key hints come back
+    a.on_msg(Msg::Clock(NOW + 60.0));
+    let footer = render(&a, 80, 24).lines().last().unwrap().to_string();
+    assert!(!footer.contains("backend:") && footer.contains("? help"), "{footer}");
+    // the details of a held model say HOLD once
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(code(KeyCode::Enter));
+    let d = render(&a, 160, 48);
+    assert!(d.contains("gemma-2-2b · gemma2 · 2.600B · HOLD") && !d.contains("HOLD · HOLD"), "{d}");
 }

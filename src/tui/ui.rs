@@ -98,8 +98,9 @@ pub fn draw(f: &mut Frame, app: &App) {
 }
 
 fn draw_header(f: &mut Frame, app: &App, r: Rect) {
-    let n = app.rows.len();
     let done = app.rows.iter().filter(|r| r.state == ModelState::Done).count();
+    // an OUT-OF-SCOPE model is never encoded: it is not part of "n done"
+    let n = app.rows.iter().filter(|r| r.state != ModelState::OutOfScope).count();
     let watcher = if app.paused {
         "watcher paused".to_string()
     } else if app.next_tick_at > 0.0 {
@@ -162,8 +163,8 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             cells.push(probe_cell(app, &z.imatrix));
             cells.push(probe_cell(app, &z.base));
             cells.push(gate);
-            cells.push(Cell::from(format!("{:.1}", z.estimate.hours)));
-            cells.push(Cell::from(format!("{:.2}", z.estimate.usd)));
+            cells.push(Cell::from(z.hours_cell()));
+            cells.push(Cell::from(z.usd_cell()));
             if wide {
                 let (text, st) = match &z.gate_result {
                     Some(g) if g.starts_with("PASS") => (g.clone(), app.theme.role(app.theme.ok)),
@@ -202,7 +203,21 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             Constraint::Min(7),
         ]
     };
-    let title = if app.loaded { " zoo " } else { " zoo (probing…) " };
+    if let (false, Some(e)) = (app.loaded, &app.zoo_error) {
+        let text = vec![
+            Line::from(Span::styled("The zoo cannot be shown:", app.theme.role(app.theme.bad))),
+            Line::from(e.as_str()),
+            Line::from(""),
+            Line::from("Fix it; the control room reads it again at the next refresh (every few seconds)."),
+        ];
+        f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }).block(block(app, " zoo ")), r);
+        return;
+    }
+    let title = match (app.loaded, &app.zoo_error) {
+        (false, _) => " zoo (probing…) ",
+        (true, Some(_)) => " zoo (the last refresh failed: see the footer) ",
+        (true, None) => " zoo ",
+    };
     let t = Table::new(rows, widths)
         .header(header)
         .block(block(app, title))
@@ -279,42 +294,68 @@ fn draw_log(f: &mut Frame, app: &App, r: Rect) {
     }
     let n = app.log.lines.len();
     let end = n.saturating_sub(app.log.scroll);
-    let start = end.saturating_sub(inner_h);
-    let lines: Vec<Line> = app
-        .log
-        .lines
-        .iter()
-        .skip(start)
-        .take(end - start)
-        .map(|(t, l)| {
-            if app.log.timestamps {
-                Line::from(format!("{} {l}", crate::backend::pipeline::chrono_like(*t)))
-            } else {
-                Line::from(l.as_str())
+    let text = |(t, l): &(f64, String)| {
+        if app.log.timestamps {
+            format!("{} {l}", crate::backend::pipeline::chrono_like(*t))
+        } else {
+            l.clone()
+        }
+    };
+    // the pane shows the last rows that fit: with wrap on, a long line takes several rows, so
+    // the lines are wrapped here (by characters) and the tail taken over rows, not lines
+    let inner_w = r.width.saturating_sub(2).max(1) as usize;
+    let mut rows: Vec<String> = Vec::with_capacity(inner_h);
+    for entry in app.log.lines.iter().take(end).rev() {
+        if rows.len() >= inner_h {
+            break;
+        }
+        let s = text(entry);
+        if app.log.wrap {
+            let cs: Vec<char> = s.chars().collect();
+            let pieces: Vec<String> = cs.chunks(inner_w).map(|c| c.iter().collect()).collect();
+            rows.extend(pieces.into_iter().rev());
+            if cs.is_empty() {
+                rows.push(String::new());
             }
-        })
-        .collect();
+        } else {
+            rows.push(s);
+        }
+    }
+    rows.truncate(inner_h);
+    let lines: Vec<Line> = rows.into_iter().rev().map(Line::from).collect();
     let title = format!(
         " log: {} {}{}",
         app.log.source.as_deref().unwrap_or("(select a model with a build)"),
         if app.log.follow { "[follow]" } else { "[paused]" },
         if app.log.wrap { " [wrap] " } else { " " }
     );
-    let mut p = Paragraph::new(lines).block(block(app, &title));
-    if app.log.wrap {
-        p = p.wrap(Wrap { trim: false });
-    }
-    f.render_widget(p, r);
+    f.render_widget(Paragraph::new(lines).block(block(app, &title)), r);
 }
+
+/// How long a status message stays in the footer.
+const STATUS_SECONDS: f64 = 15.0;
 
 fn draw_footer(f: &mut Frame, app: &App, r: Rect) {
     let line = if app.mode == Mode::Filter {
         Line::from(format!("/{}▏ (enter: keep, esc: clear)", app.filter))
     } else {
         let mut spans: Vec<Span> = vec![];
-        if !app.status.is_empty() {
-            spans.push(Span::styled(format!("{} ", app.status), app.theme.role(app.theme.accent)));
+        // a message is shown for a while and never pushes out the help key: it gets what the
+        // width leaves after "? help" (the diagnostics pane, `l`, keeps every message)
+        if !app.status.is_empty() && app.now - app.status_at < STATUS_SECONDS {
+            let room = (r.width as usize).saturating_sub(12);
+            let mut msg: String = app.status.chars().take(room).collect();
+            if msg.chars().count() < app.status.chars().count() {
+                msg.pop();
+                msg.push('…');
+            }
+            spans.push(Span::styled(format!("{msg} "), app.theme.role(app.theme.accent)));
             spans.push(Span::raw("│ "));
+            if let Some((k, _)) = app.km.footer(app.readonly).into_iter().find(|(_, n)| *n == "help") {
+                spans.push(Span::styled(k, Style::default().add_modifier(Modifier::BOLD)));
+                spans.push(Span::raw(" help"));
+            }
+            return f.render_widget(Paragraph::new(Line::from(spans)), r);
         }
         for (k, name) in app.km.footer(app.readonly) {
             spans.push(Span::styled(k, Style::default().add_modifier(Modifier::BOLD)));
@@ -399,7 +440,11 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect) {
 fn draw_details(f: &mut Frame, app: &App, area: Rect) {
     let Some(r) = app.selected_row() else { return };
     let mut lines = vec![Line::from(Span::styled(
-        format!("{} · {} · {:.3}B · {} · {}", r.id, r.family, r.params_b, r.tag, r.state.as_str()),
+        if r.tag == r.state.as_str() {
+            format!("{} · {} · {:.3}B · {}", r.id, r.family, r.params_b, r.tag)
+        } else {
+            format!("{} · {} · {:.3}B · {} · {}", r.id, r.family, r.params_b, r.tag, r.state.as_str())
+        },
         app.theme.title(),
     ))];
     lines.extend(r.detail.iter().map(|d| Line::from(d.as_str())));
@@ -418,11 +463,6 @@ fn draw_details(f: &mut Frame, app: &App, area: Rect) {
 /// Sort keys in the header use the Debug names; keep them short.
 impl std::fmt::Debug for SortKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SortKey::Queue => "queue",
-            SortKey::Params => "params",
-            SortKey::State => "state",
-            SortKey::Cost => "cost",
-        })
+        f.write_str(self.label())
     }
 }

@@ -61,6 +61,8 @@ pub struct GcsStore {
     bucket: String,
     /// set once the bucket itself was seen to exist (a 404 is then the object's)
     bucket_seen: std::sync::OnceLock<()>,
+    /// the storage endpoint, for errors that never reached it
+    endpoint: String,
 }
 
 /// HTTP status of a failed call, if it got that far.
@@ -83,8 +85,12 @@ fn transient(e: &GcsError) -> bool {
 }
 
 impl GcsStore {
-    pub fn new(ctx: Arc<Ctx>, client: Client, bucket: &str) -> GcsStore {
-        GcsStore { ctx, client, bucket: bucket.to_string(), bucket_seen: std::sync::OnceLock::new() }
+    /// `endpoint`: the one the client was made for (None: Google's), for error messages.
+    pub fn new(ctx: Arc<Ctx>, client: Client, bucket: &str, endpoint: Option<&str>) -> GcsStore {
+        let endpoint = endpoint
+            .map(|e| e.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| ClientConfig::default().storage_endpoint);
+        GcsStore { ctx, client, bucket: bucket.to_string(), bucket_seen: std::sync::OnceLock::new(), endpoint }
     }
 
     /// A 404 means ABSENT only if the bucket exists: a mistyped bucket is an error, never
@@ -115,6 +121,11 @@ impl GcsStore {
         if let CallError::Failed { error, .. } = &e {
             if status_of(error) == Some(404) {
                 return StoreError::NotFound { store: self.describe(), key: key.into() };
+            }
+            if let GcsError::HttpClient(r) = error {
+                if r.is_connect() {
+                    return self.err(key, &super::unreachable(&self.endpoint, r));
+                }
             }
         }
         self.err(key, &e.describe())

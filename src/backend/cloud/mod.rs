@@ -42,7 +42,20 @@ pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// caller that is itself inside a tokio runtime (the control room's `spawn_blocking`
 /// workers) is served from a scoped helper thread, so nothing nests runtimes.
 pub struct Bridge {
-    rt: tokio::runtime::Runtime,
+    /// Always Some until dropped.
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Bridge {
+    /// The control room's workers may drop the last handle on the campaign (and so this
+    /// bridge) inside their own runtime, where a blocking runtime drop panics; a background
+    /// shutdown never blocks and is allowed anywhere. Nothing runs on this runtime unless a
+    /// caller is blocked in [`Bridge::run`], so nothing is cut short.
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Bridge {
@@ -52,7 +65,11 @@ impl Bridge {
             .thread_name("kaiju-cloud")
             .enable_all()
             .build()?;
-        Ok(Bridge { rt })
+        Ok(Bridge { rt: Some(rt) })
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt.as_ref().expect("the runtime lives as long as the bridge")
     }
 
     pub fn run<F>(&self, f: F) -> F::Output
@@ -61,9 +78,9 @@ impl Bridge {
         F::Output: Send,
     {
         if tokio::runtime::Handle::try_current().is_err() {
-            return self.rt.block_on(f);
+            return self.rt().block_on(f);
         }
-        std::thread::scope(|s| match s.spawn(|| self.rt.block_on(f)).join() {
+        std::thread::scope(|s| match s.spawn(|| self.rt().block_on(f)).join() {
             Ok(v) => v,
             Err(p) => std::panic::resume_unwind(p),
         })
@@ -125,6 +142,22 @@ fn jitter() -> f64 {
 pub enum CallError<E> {
     Failed { error: E, attempts: u32 },
     Deadline { after: Duration, attempts: u32 },
+}
+
+/// The innermost cause of an error ("Connection refused (os error 111)").
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A request that never reached the server, said once and plainly: "cannot reach ENDPOINT:
+/// <the innermost cause>" (the clients' own errors nest the cause in several wrappers, and the
+/// S3 SDK's Debug dump of them is pages long).
+pub fn unreachable(endpoint: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    format!("cannot reach {}: {}", endpoint.trim_end_matches('/'), root_cause(e))
 }
 
 impl<E: std::fmt::Display> CallError<E> {
@@ -310,11 +343,11 @@ pub fn connect(cfg: &Config) -> Result<CloudBackends, BuildError> {
     let ctx = Arc::new(Ctx::new(bridge, auth.clone(), retry, redactor).map_err(fail)?);
     let gcs_auth = if emulated { GoogleAuth::Anonymous } else { auth };
     let gcs_client = gcs::client(&ctx, c.gcs_endpoint.as_deref(), gcs_auth);
-    let logs = gcs::GcsStore::new(ctx.clone(), gcs_client.clone(), &c.logs_bucket);
+    let logs = gcs::GcsStore::new(ctx.clone(), gcs_client.clone(), &c.logs_bucket, c.gcs_endpoint.as_deref());
     let builds = cloudbuild::CloudBuilds::new(ctx.clone(), c, Box::new(logs)).map_err(fail)?;
     let r2 = r2::R2Store::new(ctx.clone(), &cfg.r2_endpoint, &cfg.r2_bucket, c);
     Ok(CloudBackends {
-        gcs: Box::new(gcs::GcsStore::new(ctx.clone(), gcs_client, &cfg.gcs_bucket)),
+        gcs: Box::new(gcs::GcsStore::new(ctx.clone(), gcs_client, &cfg.gcs_bucket, c.gcs_endpoint.as_deref())),
         r2: Box::new(r2),
         builds: Box::new(builds),
     })

@@ -34,10 +34,14 @@ enum Failure {
     Other(String),
 }
 
-fn classify<E>(e: &SdkError<E, HttpResponse>) -> Failure
+fn classify<E>(e: &SdkError<E, HttpResponse>, endpoint: &str) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
+    // never reached R2: one plain line, not the SDK's nested dispatch error
+    if matches!(e, SdkError::DispatchFailure(_) | SdkError::TimeoutError(_)) {
+        return Failure::Other(super::unreachable(endpoint, e));
+    }
     if let SdkError::ServiceError(s) = e {
         match s.err().code() {
             Some("NoSuchKey" | "NotFound" | "NoSuchUpload") => return Failure::NotFound,
@@ -117,7 +121,7 @@ impl R2Store {
                 let _ = self.bucket_seen.set(());
                 Ok(())
             }
-            Err(e) => match classify(&e) {
+            Err(e) => match classify(&e, &self.endpoint) {
                 Failure::NotFound => Err(self.err(key, &format!("bucket {} does not exist", self.bucket))),
                 f => Err(self.fail(key, f)),
             },
@@ -146,7 +150,7 @@ impl R2Store {
             .key(key)
             .send()
             .await
-            .map_err(|e| self.fail(key, classify(&e)))?;
+            .map_err(|e| self.fail(key, classify(&e, &self.endpoint)))?;
         let Some(upload_id) = up.upload_id().map(String::from) else {
             return Err(self.err(key, "the store returned no upload id"));
         };
@@ -179,7 +183,7 @@ impl R2Store {
                 .body(ByteStream::from(buf))
                 .send()
                 .await
-                .map_err(|e| self.fail(key, classify(&e)))?;
+                .map_err(|e| self.fail(key, classify(&e, &self.endpoint)))?;
             parts.push(CompletedPart::builder().part_number(n).set_e_tag(r.e_tag().map(String::from)).build());
             sent += want as u64;
             n += 1;
@@ -192,7 +196,7 @@ impl R2Store {
             .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
             .send()
             .await
-            .map_err(|e| self.fail(key, classify(&e)))?;
+            .map_err(|e| self.fail(key, classify(&e, &self.endpoint)))?;
         Ok(())
     }
 }
@@ -210,7 +214,7 @@ impl ObjectStore for R2Store {
                 size: h.content_length().unwrap_or(0).max(0) as u64,
                 etag: h.e_tag().map(String::from),
             })),
-            Err(e) => match classify(&e) {
+            Err(e) => match classify(&e, &self.endpoint) {
                 Failure::NotFound => self.confirm_bucket(key).map(|_| None),
                 f => Err(self.fail(key, f)),
             },
@@ -228,7 +232,7 @@ impl ObjectStore for R2Store {
                 Ok(o) => {
                     o.body.collect().await.map(|b| b.into_bytes().to_vec()).map_err(|e| self.err(key, &e.to_string()))
                 }
-                Err(e) => match classify(&e) {
+                Err(e) => match classify(&e, &self.endpoint) {
                     Failure::RangeNotSatisfiable => Ok(vec![]),
                     f => Err(self.fail(key, f)),
                 },
@@ -246,7 +250,7 @@ impl ObjectStore for R2Store {
                 .key(key)
                 .send()
                 .await
-                .map_err(|e| self.fail(key, classify(&e)))?;
+                .map_err(|e| self.fail(key, classify(&e, &self.endpoint)))?;
             let local = |e: std::io::Error| self.err(key, &format!("{}: {e}", dest.display()));
             let mut out = crate::fsutil::TempFile::new(dest).map_err(local)?;
             let mut body = o.body;
@@ -276,7 +280,7 @@ impl ObjectStore for R2Store {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(|e| self.fail(key, classify(&e)))
+                .map_err(|e| self.fail(key, classify(&e, &self.endpoint)))
         })
     }
 
@@ -291,7 +295,7 @@ impl ObjectStore for R2Store {
                 .prefix(prefix)
                 .set_continuation_token(token.clone())
                 .send();
-            let r = self.bounded(prefix, call)?.map_err(|e| self.fail(prefix, classify(&e)))?;
+            let r = self.bounded(prefix, call)?.map_err(|e| self.fail(prefix, classify(&e, &self.endpoint)))?;
             out.extend(r.contents().iter().map(|o| ObjectMeta {
                 key: o.key().unwrap_or_default().to_string(),
                 size: o.size().unwrap_or(0).max(0) as u64,
