@@ -274,3 +274,38 @@ fn the_control_room_names_an_invalid_queue_and_exits_2() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("queue.txt") && e.contains(":2"), "{e}");
 }
+
+/// `--encode --out B --base B` exits 1 naming the input, and leaves it as it was.
+#[test]
+fn encode_refuses_to_overwrite_its_base_from_the_command_line() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().join("base.gguf");
+    std::fs::copy(common::smollm2(), &base).unwrap();
+    let o = Command::new(common::bin())
+        .args(["--encode", "--quiet", "--f16"])
+        .arg(common::smollm2_f16())
+        .arg("--imatrix")
+        .arg(common::imatrix_gguf())
+        .arg("--base")
+        .arg(&base)
+        .arg("--out")
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains(&format!("--out {} is the base input", base.display())), "{e}");
+    assert_eq!(std::fs::read(&base).unwrap(), std::fs::read(common::smollm2()).unwrap());
+}
+
+/// A key bound to two actions is refused at start-up (exit 2), before the terminal is taken.
+#[test]
+fn the_control_room_refuses_a_key_bound_twice() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(common::asset("queue.txt"), d.path().join("queue.txt")).unwrap();
+    std::fs::write(d.path().join("c.toml"), "[tui.keys]\nhold = [\"q\"]\n").unwrap();
+    let o = run(&["--root", d.path().to_str().unwrap(), "--config", "c.toml", "--queue", "queue.txt"], d.path());
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("key q is bound to both hold and quit"), "{e}");
+}

@@ -598,3 +598,15 @@ fn a_long_message_leaves_the_help_key_visible_and_expires() {
     let d = render(&a, 160, 48);
     assert!(d.contains("gemma-2-2b · gemma2 · 2.600B · HOLD") && !d.contains("HOLD · HOLD"), "{d}");
 }
+
+#[test]
+fn a_narrow_screen_keeps_the_model_ids_whole() {
+    let a = app();
+    for w in [60, 70, 80] {
+        let s = render(&a, w, 24);
+        for id in ["smollm2-135m", "qwen2.5-0.5b", "mistral-7b"] {
+            assert!(s.contains(id), "{w} columns cut {id}:\n{s}");
+        }
+    }
+    assert!(render(&a, 80, 24).contains("est $"), "80 columns still show the cost");
+}

@@ -143,7 +143,19 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
     } else {
         vec!["model", "params", "state", "f16", "im", "bs", "gt", "est h", "est $"]
     };
-    let header = Row::new(header_cells).style(app.theme.role(app.theme.dim).add_modifier(Modifier::BOLD));
+    // on a narrow screen the model id keeps its width: the estimate columns give way first
+    // (the cost pane and the details popup still show them)
+    let shown = if wide {
+        header_cells.len()
+    } else if r.width < 66 {
+        header_cells.len() - 2
+    } else if r.width < 76 {
+        header_cells.len() - 1
+    } else {
+        header_cells.len()
+    };
+    let header_cells = &header_cells[..shown];
+    let header = Row::new(header_cells.to_vec()).style(app.theme.role(app.theme.dim).add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = vis
         .iter()
         .map(|&i| {
@@ -173,10 +185,11 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
                 };
                 cells.push(Cell::from(text).style(st));
             }
+            cells.truncate(shown);
             Row::new(cells)
         })
         .collect();
-    let widths: Vec<Constraint> = if wide {
+    let mut widths: Vec<Constraint> = if wide {
         vec![
             Constraint::Length(22),
             Constraint::Length(8),
@@ -203,6 +216,7 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             Constraint::Min(7),
         ]
     };
+    widths.truncate(shown);
     if let (false, Some(e)) = (app.loaded, &app.zoo_error) {
         let text = vec![
             Line::from(Span::styled("The zoo cannot be shown:", app.theme.role(app.theme.bad))),
