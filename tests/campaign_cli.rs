@@ -125,6 +125,28 @@ fn queue_edits_from_the_command_line() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A local campaign root under `dir` seeded as the demo seeds it, with the cached SmolLM2
+/// (no second fetch): the root and its configuration.
+fn seeded_demo_root(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
+    let root = dir.join("root");
+    let cfg = kaiju::config::RawConfig::default()
+        .resolve(
+            &kaiju::config::CliOverrides {
+                root: Some(root.clone()),
+                queue: Some(root.join("queue.txt")),
+                qspecs: Some(root.join("qspecs")),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
+    std::fs::create_dir_all(&hf).unwrap();
+    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
+    kaiju::commands::seed_demo(&cfg).unwrap();
+    (root, cfg)
+}
+
 fn wait_for_builds(root: &Path) {
     for _ in 0..600 {
         let mut busy = false;
@@ -143,23 +165,7 @@ fn wait_for_builds(root: &Path) {
 #[test]
 fn local_campaign_from_not_ready_to_done_via_tick() {
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("root");
-    let cfg = kaiju::config::RawConfig::default()
-        .resolve(
-            &kaiju::config::CliOverrides {
-                root: Some(root.clone()),
-                queue: Some(root.join("queue.txt")),
-                qspecs: Some(root.join("qspecs")),
-                ..Default::default()
-            },
-            None,
-        )
-        .unwrap();
-    // reuse the cached model instead of fetching it again
-    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
-    std::fs::create_dir_all(&hf).unwrap();
-    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
-    kaiju::commands::seed_demo(&cfg).unwrap();
+    let (root, _) = seeded_demo_root(d.path());
     let r = root.to_str().unwrap();
     let args = |extra: &[&'static str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick"];
@@ -217,22 +223,7 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
 fn a_cancelled_build_leaves_no_workspace_and_says_so() {
     use kaiju::backend::builds::Runner;
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("root");
-    let cfg = kaiju::config::RawConfig::default()
-        .resolve(
-            &kaiju::config::CliOverrides {
-                root: Some(root.clone()),
-                queue: Some(root.join("queue.txt")),
-                qspecs: Some(root.join("qspecs")),
-                ..Default::default()
-            },
-            None,
-        )
-        .unwrap();
-    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
-    std::fs::create_dir_all(&hf).unwrap();
-    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
-    kaiju::commands::seed_demo(&cfg).unwrap();
+    let (root, cfg) = seeded_demo_root(d.path());
     // the f16 truth and imatrix already minted: the next tick submits the encode
     let f16 = root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf");
     std::fs::create_dir_all(f16.parent().unwrap()).unwrap();

@@ -318,24 +318,7 @@ mod tests {
 
     #[test]
     fn gate_report_reads_the_distributional_figures() {
-        let q = Quality {
-            reference: "f16.gguf".into(),
-            text: "ppl.txt".into(),
-            ctx: 512,
-            chunks: 16,
-            tokens_scored: 4080,
-            kld_mean: 0.0812,
-            kld_mean_se: 0.002,
-            kld_median: 0.04,
-            kld_p99: 0.7,
-            kld_max: 2.1,
-            top1_pct: 91.23,
-            ppl_ref: 14.5,
-            ppl_knot: 15.9,
-            ppl_ratio: 1.0931,
-            seconds: 10.0,
-            model_tokens_per_s: 800.0,
-        };
+        let q = crate::gate::quality::Quality::example();
         let t = Thresholds { kld_max: Some(0.3), ..Default::default() };
         let log = format!(
             "argmax: 7042   PASS\nfigures: {}\nmissed: PPL ratio 1.0931 > ppl_ratio_max 1.05 (over by 0.0431)\nresult: FAIL\n",

@@ -215,6 +215,29 @@ pub fn compare(
 }
 
 impl Quality {
+    /// Figures of a plausible good knot, for tests of what shows them.
+    #[cfg(test)]
+    pub fn example() -> Quality {
+        Quality {
+            reference: "f16.gguf".into(),
+            text: "ppl.txt".into(),
+            ctx: 512,
+            chunks: 16,
+            tokens_scored: 4080,
+            kld_mean: 0.0812,
+            kld_mean_se: 0.002,
+            kld_median: 0.0401,
+            kld_p99: 0.7012,
+            kld_max: 2.1,
+            top1_pct: 91.23,
+            ppl_ref: 14.545,
+            ppl_knot: 15.9,
+            ppl_ratio: 1.0931,
+            seconds: 10.0,
+            model_tokens_per_s: 800.0,
+        }
+    }
+
     /// The gate log's block of figures.
     pub fn log_lines(&self, t: &Thresholds) -> String {
         let lim = |v: Option<f64>, unit: &str| v.map(|x| format!("{x}{unit}")).unwrap_or_else(|| "unset".into());

@@ -271,15 +271,11 @@ impl App {
         }
     }
 
-    /// Apply a change to what is shown (sort, filter, new rows) with the selection staying on
-    /// the same model, wherever its row moves; on the nearest row when it is no longer shown.
-    fn keeping_selection(&mut self, change: impl FnOnce(&mut App)) -> Vec<Effect> {
+    /// Apply a change to the selection or to what is shown; the log pane follows the build of
+    /// the model selected after it.
+    fn following(&mut self, change: impl FnOnce(&mut App)) -> Vec<Effect> {
         let before = self.followed_build();
-        let keep = self.selected_row().map(|r| r.id.clone());
         change(self);
-        if let Some(p) = keep.and_then(|id| self.visible().iter().position(|&i| self.rows[i].id == id)) {
-            self.selected = p;
-        }
         self.clamp();
         let after = self.followed_build();
         if before != after {
@@ -289,16 +285,20 @@ impl App {
         }
     }
 
+    /// Apply a change to what is shown (sort, filter, new rows) with the selection staying on
+    /// the same model, wherever its row moves; on the nearest row when it is no longer shown.
+    fn keeping_selection(&mut self, change: impl FnOnce(&mut App)) -> Vec<Effect> {
+        let keep = self.selected_row().map(|r| r.id.clone());
+        self.following(|a| {
+            change(a);
+            if let Some(p) = keep.and_then(|id| a.visible().iter().position(|&i| a.rows[i].id == id)) {
+                a.selected = p;
+            }
+        })
+    }
+
     fn select(&mut self, to: usize) -> Vec<Effect> {
-        let before = self.followed_build();
-        self.selected = to;
-        self.clamp();
-        let after = self.followed_build();
-        if before != after {
-            vec![Effect::Follow(after)]
-        } else {
-            vec![]
-        }
+        self.following(|a| a.selected = to)
     }
 
     /// Ask for (or, with --yes, skip) confirmation of an op.

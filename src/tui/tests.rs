@@ -407,24 +407,7 @@ fn every_screen_renders_at_any_terminal_size() {
 #[test]
 fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
     // smollm2-135m (row 0) is DONE: its shipped gate log, read as the watcher reads it
-    let q = crate::gate::quality::Quality {
-        reference: "f16.gguf".into(),
-        text: "ppl.txt".into(),
-        ctx: 512,
-        chunks: 16,
-        tokens_scored: 4080,
-        kld_mean: 0.0812,
-        kld_mean_se: 0.002,
-        kld_median: 0.0401,
-        kld_p99: 0.7012,
-        kld_max: 2.1,
-        top1_pct: 91.23,
-        ppl_ref: 14.545,
-        ppl_knot: 15.9,
-        ppl_ratio: 1.0931,
-        seconds: 10.0,
-        model_tokens_per_s: 800.0,
-    };
+    let q = crate::gate::quality::Quality::example();
     let t = crate::gate::quality::Thresholds { kld_max: Some(0.35), top1_min: Some(70.0), ppl_ratio_max: None };
     let log =
         format!("argmax: 7042   PASS\nfigures: {}\nresult: PASS\n", serde_json::json!({"quality": q, "thresholds": t}));
