@@ -53,6 +53,40 @@ impl Drop for TempFile {
     }
 }
 
+/// Whether a process is running (not gone, not a zombie waiting for its parent).
+pub fn process_alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'
+        Ok(s) => s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Remove the temp files of [`TempFile`]'s naming beside `target` whose writing process is
+/// gone: a killed run leaves its half-written output behind (gigabytes for a big knot), and a
+/// later run would otherwise leave it there too. Returns each removed file and its size.
+pub fn remove_stale_temps(target: &Path) -> Vec<(PathBuf, u64)> {
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Some(name) = target.file_name().map(|n| n.to_string_lossy().into_owned()) else { return vec![] };
+    let prefix = format!(".{name}.tmp-");
+    let mut removed = Vec::new();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let f = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = f.strip_prefix(&prefix).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+        if fs::remove_file(e.path()).is_ok() {
+            removed.push((e.path(), size));
+        }
+    }
+    removed
+}
+
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -64,4 +98,30 @@ pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut t = TempFile::new(target)?;
     t.writer().write_all(bytes)?;
     t.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_temps_of_dead_runs_go_and_live_ones_stay() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("m-kaiju1.knot");
+        // a pid that has run and is gone
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = d.path().join(format!(".m-kaiju1.knot.tmp-{dead}-0"));
+        fs::write(&stale, vec![0u8; 1234]).unwrap();
+        let live = d.path().join(".m-kaiju1.knot.tmp-1-0"); // init never goes
+        fs::write(&live, b"x").unwrap();
+        let own = d.path().join(format!(".m-kaiju1.knot.tmp-{}-7", std::process::id()));
+        fs::write(&own, b"x").unwrap();
+        let other = d.path().join(format!(".other.knot.tmp-{dead}-0"));
+        fs::write(&other, b"x").unwrap();
+        assert_eq!(remove_stale_temps(&target), vec![(stale.clone(), 1234)]);
+        assert!(!stale.exists() && live.exists() && own.exists() && other.exists());
+        assert!(remove_stale_temps(&target).is_empty());
+    }
 }

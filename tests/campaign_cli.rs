@@ -300,3 +300,28 @@ fn the_control_room_refuses_a_key_bound_twice() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("key q is bound to both hold and quit"), "{e}");
 }
+
+/// A killed run's temp file beside the output is removed by the next run, which says so.
+#[test]
+fn a_killed_runs_temp_file_is_reclaimed_by_the_next_run() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("smol-f16.gguf");
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = d.path().join(format!(".smol-f16.gguf.tmp-{dead}-0"));
+    std::fs::write(&stale, vec![7u8; 4096]).unwrap();
+    let o =
+        Command::new(common::bin()).args(["convert", "--to", "f16"]).arg(common::smollm2()).arg(&out).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(!stale.exists(), "the stale temp file is gone");
+    assert!(out.exists());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("removed 1 temp file(s) of a killed earlier run beside") && e.contains("(4096 bytes)"), "{e}");
+    let leftovers: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -25,14 +25,27 @@ fn job(dir: &Path, knot: PathBuf, text: PathBuf) -> GateJob {
 
 /// A copy of the f16 truth with one tensor's bytes zeroed.
 fn zeroed_copy(dir: &Path, name: &str) -> PathBuf {
+    copy_of_f16(dir, "zeroed.gguf", name, |_| {})
+}
+
+/// A copy of the f16 truth under `file`, the tensor `zero` zeroed, its metadata edited.
+fn copy_of_f16(
+    dir: &Path,
+    file: &str,
+    zero: &str,
+    edit: impl FnOnce(&mut Vec<(String, kaiju::gguf::Value)>),
+) -> PathBuf {
     let src = Gguf::open(common::smollm2_f16()).unwrap();
-    let out = dir.join("zeroed.gguf");
+    let out = dir.join(file);
+    let name = zero;
+    let mut meta = src.metadata.clone();
+    edit(&mut meta);
     let plans: Vec<TensorPlan> = src
         .tensors
         .iter()
         .map(|t| TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size })
         .collect();
-    let mut w = GgufWriter::create(&out, &src.metadata, plans).unwrap();
+    let mut w = GgufWriter::create(&out, &meta, plans).unwrap();
     for t in &src.tensors {
         let data = src.data(t);
         if t.name == name {
@@ -181,4 +194,29 @@ fn every_case_of_a_qspec_is_checked() {
     assert!(!out.passed() && out.cases[0].pass && out.cases[1].pass && !out.cases[2].pass);
     assert!(out.failures()[0].starts_with("case 3: argmax "), "{:?}", out.failures());
     assert!(out.log_text().contains("case 3: prompt_tokens"), "{}", out.log_text());
+}
+
+/// A model whose tokenizer the gate cannot run text through (SentencePiece, as mistral's) is
+/// still gated by its argmax cases; the distributional check says why it did not run, and
+/// thresholds that need it fail by name.
+#[test]
+fn an_untokenizable_model_is_gated_by_its_cases_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let spm = copy_of_f16(dir.path(), "spm.gguf", "", |m| {
+        for (k, v) in m.iter_mut() {
+            if k == "tokenizer.ggml.model" {
+                *v = kaiju::gguf::Value::str("llama");
+            }
+        }
+    });
+    let text = common::ppl_text(dir.path());
+    let mut j = GateJob { reference: Some(spm.clone()), ..job(dir.path(), spm, text) };
+    let out = gate::run(&j).unwrap();
+    assert!(out.passed() && out.quality.is_none());
+    let why = out.quality_skipped.as_deref().unwrap();
+    assert!(why.contains("tokenizer.ggml.model is \"llama\""), "{why}");
+    assert!(out.log_text().contains("distribution: not checked: "), "{}", out.log_text());
+    j.thresholds = Thresholds { kld_max: Some(0.3), ..Default::default() };
+    let e = gate::run(&j).unwrap_err().to_string();
+    assert!(e.contains("tokenizer.ggml.model is \"llama\""), "{e}");
 }

@@ -177,15 +177,6 @@ pub trait BuildService: Send + Sync {
     fn read_log(&self, id: &str, offset: u64) -> Result<LogChunk, BuildError>;
 }
 
-/// Whether a process is running (not gone, not a zombie waiting for its parent).
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // "pid (comm) S ...": the state follows the last ')'
-        Ok(s) => s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
-
 pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -350,7 +341,7 @@ impl BuildService for LocalBuilds {
             let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
             // let it go before its workspace is removed, so nothing is written there after
             for _ in 0..50 {
-                if !process_alive(pid) {
+                if !crate::fsutil::process_alive(pid) {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));

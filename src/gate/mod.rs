@@ -99,6 +99,10 @@ pub struct GateOutcome {
     pub thresholds: Thresholds,
     /// Each threshold set and missed, saying by how much.
     pub misses: Vec<String>,
+    /// Why the distributional check asked for did not run (a tokenizer the gate cannot
+    /// tokenize text with, and no thresholds that would need it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality_skipped: Option<String>,
 }
 
 impl GateOutcome {
@@ -161,6 +165,9 @@ impl GateOutcome {
         if let Some(q) = &self.quality {
             s.push_str(&q.log_lines(&self.thresholds));
             s.push_str(&format!("figures: {}\n", serde_json::json!({"quality": q, "thresholds": self.thresholds})));
+        }
+        if let Some(why) = &self.quality_skipped {
+            s.push_str(&format!("distribution: not checked: {why}\n"));
         }
         for m in &self.misses {
             s.push_str(&format!("missed: {m}\n"));
@@ -320,9 +327,19 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         (Some(p), Some(mx)) => Some(p.ppl <= mx),
         _ => None,
     };
+    let mut quality_skipped = None;
     let quality = match (distribution, &rm) {
         (Some((r, t)), Some(rm)) => {
-            let tok = tokenizer::Tokenizer::from_gguf(&g)?;
+            let tok = match tokenizer::Tokenizer::from_gguf(&g) {
+                Ok(tok) => tok,
+                // e.g. a SentencePiece model: the argmax cases still gate it; thresholds
+                // that cannot be checked fail it
+                Err(e) if !job.thresholds.any() => {
+                    quality_skipped = Some(e.to_string());
+                    return finish(job, cases, load_seconds, forward_seconds, ppl, ppl_pass, None, quality_skipped);
+                }
+                Err(e) => return Err(e.into()),
+            };
             let text = text::Text::load(&tok, t)?;
             let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
             let mut report = |done: usize, total: usize| {
@@ -336,6 +353,21 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         }
         _ => None,
     };
+    finish(job, cases, load_seconds, forward_seconds, ppl, ppl_pass, quality, quality_skipped)
+}
+
+/// The outcome of a run: verdict, log and telemetry written.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    job: &GateJob,
+    cases: Vec<CaseOutcome>,
+    load_seconds: f64,
+    forward_seconds: f64,
+    ppl: Option<Perplexity>,
+    ppl_pass: Option<bool>,
+    quality: Option<Quality>,
+    quality_skipped: Option<String>,
+) -> Result<GateOutcome, GateError> {
     let misses = quality.as_ref().map(|q| job.thresholds.misses(q)).unwrap_or_default();
     let first = cases[0].clone();
     let out = GateOutcome {
@@ -356,6 +388,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         quality,
         thresholds: job.thresholds,
         misses,
+        quality_skipped,
     };
     if let Some(p) = &job.log {
         crate::fsutil::write_atomic(p, out.log_text().as_bytes())

@@ -75,6 +75,16 @@ impl GgufWriter {
             None => DEFAULT_ALIGNMENT,
         };
         let io = |source| GgufError::Io { path: path.to_path_buf(), source };
+        // a killed earlier run of this output left its temp file: reclaim it, and say so
+        let stale = crate::fsutil::remove_stale_temps(path);
+        if !stale.is_empty() {
+            let bytes: u64 = stale.iter().map(|(_, n)| n).sum();
+            eprintln!(
+                "kaiju-tui: removed {} temp file(s) of a killed earlier run beside {} ({bytes} bytes)",
+                stale.len(),
+                path.display()
+            );
+        }
         let mut tmp = TempFile::new(path).map_err(io)?;
         let header = encode_header(metadata, &plans, alignment);
         tmp.writer().write_all(&header).map_err(io)?;
