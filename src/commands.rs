@@ -100,7 +100,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     // the zoo's own estimates (what status and the control room show); with a backend down,
     // the queue alone: nothing minted or shipped yet
-    let p = match c.snapshot() {
+    let p = match c.view() {
         Ok(s) => zoo::plan(&s.rows(&c), &c.cfg.cost),
         Err(e) => {
             eprintln!("kaiju-tui: warning: {e}: the plan assumes nothing is minted or shipped yet");
@@ -132,7 +132,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
 
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
-    let s = c.snapshot()?;
+    let s = c.view()?;
     let rows = s.rows(&c);
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -143,7 +143,27 @@ pub fn status(cli: &Cli) -> anyhow::Result<u8> {
             println!("{}", zoo::LEGEND);
         }
     }
-    Ok(exit::OK)
+    // an outage: the table is shown all the same, then each cause once, and exit 3
+    let mut causes: Vec<String> = s.builds_error.iter().cloned().collect();
+    for m in s.inventory.values() {
+        for (_, e) in m.unknowns() {
+            // a store that cannot be reached is one cause, whichever object asked
+            let e = match (e.split_once(": "), e.find("cannot reach ")) {
+                (Some((store, _)), Some(i)) => format!("{store}: {}", &e[i..]),
+                _ => e,
+            };
+            if !causes.contains(&e) {
+                causes.push(e);
+            }
+        }
+    }
+    if causes.is_empty() {
+        return Ok(exit::OK);
+    }
+    for c in &causes {
+        eprintln!("kaiju-tui: UNKNOWN: {c}");
+    }
+    Ok(exit::BACKEND)
 }
 
 pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {

@@ -59,6 +59,9 @@ pub struct Snapshot {
     pub builds: Vec<BuildInfo>,
     pub markers: MarkerSet,
     pub taken_at: f64,
+    /// Why the builds could not be listed ([`Campaign::view`] only; `builds` is then empty
+    /// and says nothing about what is in flight).
+    pub builds_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -142,15 +145,36 @@ impl Campaign {
         Ok(Queue::load(&self.cfg.queue)?)
     }
 
+    /// Everything the tick decides on; any part that cannot be read is an error (the tick
+    /// never acts on a partial picture: a build it cannot see may be in flight).
     pub fn snapshot(&self) -> Result<Snapshot, WatchError> {
+        let (s, builds) = self.read()?;
+        builds?;
+        Ok(s)
+    }
+
+    /// What the operator is shown (status, plan, the control room): the queue always (it is
+    /// a local file; only an invalid one is an error), each check the stores could not make
+    /// UNKNOWN, and, when the build service cannot be listed, no builds and why.
+    pub fn view(&self) -> Result<Snapshot, WatchError> {
+        let (mut s, builds) = self.read()?;
+        s.builds_error = builds.err().map(|e| format!("the build service cannot be listed: {e}"));
+        Ok(s)
+    }
+
+    fn read(&self) -> Result<(Snapshot, Result<(), crate::backend::builds::BuildError>), WatchError> {
         let queue = self.load_queue()?;
         let inventory = inventory::probe(&queue.entries, self.gcs.as_ref(), self.r2.as_ref(), &self.cfg.qspecs);
-        let builds = self.builds.list(false)?;
+        let (builds, listed) = match self.builds.list(false) {
+            Ok(b) => (b, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
         let markers = self
             .markers
             .snapshot()
             .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
-        Ok(Snapshot { queue, inventory, builds, markers, taken_at: crate::backend::builds::now() })
+        let taken_at = crate::backend::builds::now();
+        Ok((Snapshot { queue, inventory, builds, markers, taken_at, builds_error: None }, listed))
     }
 
     fn lock(&self) -> Result<Option<File>, WatchError> {

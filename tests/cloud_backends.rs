@@ -432,3 +432,37 @@ fn tick_json_says_why_when_a_backend_fails() {
     assert_eq!(v["exit"], 3);
     assert!(v["error"].as_str().unwrap().contains("127.0.0.1:9"), "{v}");
 }
+
+/// An outage never empties the zoo: `status` prints every queued model with the checks it
+/// could not make marked `?`, then each cause once on stderr, and exits 3.
+#[test]
+fn status_during_an_outage_shows_the_queue_and_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let dead = "http://127.0.0.1:9";
+    config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "attempts = 1\n");
+    std::fs::write(
+        d.path().join("queue.txt"),
+        "smollm2-135m params=0.135 family=llama q=6 READY-NOW\nqwen2.5-0.5b params=0.49 family=qwen2 AUTO-FEED\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(common::bin())
+        .args(["--config", "config.toml", "status"])
+        .current_dir(d.path())
+        .env_remove("KAIJU_CONFIG")
+        .env_remove("KAIJU_ROOT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    for id in ["smollm2-135m", "qwen2.5-0.5b"] {
+        let line = out.lines().find(|l| l.starts_with(id)).unwrap_or_else(|| panic!("{id} not shown:\n{out}"));
+        assert!(line.contains(" ? "), "{line}");
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("kaiju-tui: UNKNOWN: the build service cannot be listed"), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let mut unique = lines.clone();
+    unique.dedup();
+    assert_eq!(lines.len(), unique.len(), "a cause said twice:\n{err}");
+    assert!(lines.len() <= 4, "one line per cause, not per object:\n{err}");
+}

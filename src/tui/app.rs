@@ -95,10 +95,12 @@ impl SortKey {
 /// Reports from the runtime's workers.
 #[derive(Debug, Clone)]
 pub enum Msg {
+    /// `builds_error`: the build service could not be listed (`builds` is then empty)
     Snapshot {
         rows: Vec<ZooRow>,
         builds: Vec<BuildInfo>,
         at: f64,
+        builds_error: Option<String>,
     },
     Tick {
         line: String,
@@ -145,6 +147,8 @@ pub struct App {
     pub filter: String,
     /// Why the last snapshot failed (None once one succeeds).
     pub zoo_error: Option<String>,
+    /// Since when and why the build service cannot be listed.
+    pub builds_error: Option<(f64, String)>,
     pub sort: SortKey,
     pub mode: Mode,
     pub paused: bool,
@@ -184,6 +188,7 @@ impl App {
             selected: 0,
             filter: String::new(),
             zoo_error: None,
+            builds_error: None,
             sort: SortKey::Queue,
             mode: Mode::Normal,
             paused: false,
@@ -510,7 +515,12 @@ impl App {
     pub fn on_msg(&mut self, m: Msg) -> Vec<Effect> {
         self.dirty = true;
         match m {
-            Msg::Snapshot { rows, builds, at } => {
+            Msg::Snapshot { rows, builds, at, builds_error } => {
+                self.builds_error = match (builds_error, self.builds_error.take()) {
+                    (Some(e), Some((since, _))) => Some((since, e)),
+                    (Some(e), None) => Some((at, e)),
+                    (None, _) => None,
+                };
                 let params = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.params_b);
                 self.ladder_hours_per_7b =
                     crate::campaign::cost::calibrated(&self.cost, params, &builds).ladder_hours_per_7b;

@@ -54,8 +54,11 @@ pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
 }
 
 fn snapshot_msg(c: &Campaign) -> Msg {
-    match c.snapshot() {
-        Ok(s) => Msg::Snapshot { rows: s.rows(c), builds: s.builds, at: s.taken_at },
+    match c.view() {
+        Ok(s) => {
+            let rows = s.rows(c);
+            Msg::Snapshot { rows, builds: s.builds, at: s.taken_at, builds_error: s.builds_error }
+        }
         Err(e) => Msg::SnapshotFailed(e.to_string()),
     }
 }

@@ -76,7 +76,7 @@ pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
     let builds = vec![building("qwen2.5-0.5b", BuildKind::Encode, "encode")];
     let rows = zoo::rows(&q.entries, &inv, &builds, &MarkerSet::default(), &CostConfig::default());
     let mut app = App::new(Keymap::default(), theme, CostConfig::default(), readonly, yes, 60);
-    app.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    app.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
     app.next_tick_at = NOW + 42.0;
     app.on_msg(Msg::LogReset { source: "build b1-qwen2.5-0.5b".into() });
     app.on_msg(Msg::Log {
@@ -418,7 +418,7 @@ fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
     rows[0].gate_figures = g.figures;
     rows[0].detail.extend(g.details);
     let builds = a.builds.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
     let zoo = render(&a, 160, 48);
     assert!(zoo.contains("PASS kld 0.081 top1 91% ppl×1.09"), "{zoo}");
     a.on_key(code(KeyCode::Enter));
@@ -458,7 +458,7 @@ fn the_selection_stays_on_its_model_across_sort_filter_and_refresh() {
     let mut rows = a.rows.clone();
     rows.reverse();
     let builds = a.builds.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
     assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
 }
 
@@ -514,7 +514,7 @@ fn an_invalid_queue_is_said_in_the_zoos_place() {
     assert!(!s.contains("probing"), "{s}");
     // once a snapshot succeeds the zoo is back; a later failure keeps the rows and says so
     let ok = app();
-    a.on_msg(Msg::Snapshot { rows: ok.rows.clone(), builds: ok.builds.clone(), at: NOW });
+    a.on_msg(Msg::Snapshot { rows: ok.rows.clone(), builds: ok.builds.clone(), at: NOW, builds_error: None });
     assert!(render(&a, 80, 24).contains("smollm2-135m"));
     a.on_msg(Msg::SnapshotFailed(e.into()));
     let s = render(&a, 80, 24);
@@ -592,4 +592,20 @@ fn a_narrow_screen_keeps_the_model_ids_whole() {
         }
     }
     assert!(render(&a, 80, 24).contains("est $"), "80 columns still show the cost");
+}
+
+#[test]
+fn an_unreachable_build_service_is_said_never_as_no_build_in_flight() {
+    let mut a = app();
+    let (rows, builds) = (a.rows.clone(), a.builds.clone());
+    let why = "the build service cannot be listed: cloudbuild: list builds: cannot reach http://127.0.0.1:9";
+    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW - 90.0, builds_error: Some(why.into()) });
+    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW, builds_error: Some(why.into()) });
+    let s = render(&a, 160, 48);
+    assert!(s.contains("build service unreachable since") && s.contains("(1m30s ago)"), "{s}");
+    assert!(s.contains("cannot reach http://127.0.0.1:9") && !s.contains("no build in flight"), "{s}");
+    // the zoo keeps every model of the queue
+    assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"), "{s}");
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW + 5.0, builds_error: None });
+    assert!(!render(&a, 160, 48).contains("unreachable"));
 }

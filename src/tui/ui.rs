@@ -246,7 +246,20 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
 
 fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
     let fl = app.in_flight();
-    let lines: Vec<Line> = if fl.is_empty() {
+    let lines: Vec<Line> = if let Some((since, why)) = &app.builds_error {
+        // never "no build in flight" when that cannot be known: one may be running
+        vec![
+            Line::from(Span::styled(
+                format!(
+                    "build service unreachable since {} ({} ago): builds in flight unknown",
+                    crate::backend::pipeline::chrono_like(*since),
+                    fmt_dur(app.now - since)
+                ),
+                app.theme.role(app.theme.bad),
+            )),
+            Line::from(why.as_str()),
+        ]
+    } else if fl.is_empty() {
         vec![Line::from(Span::styled("no build in flight", app.theme.role(app.theme.dim)))]
     } else {
         fl.iter()

@@ -264,7 +264,14 @@ impl CloudBuilds {
             Ok(Err(e)) => {
                 // a refused connection never reached the server: always safe to retry
                 let transient = e.is_connect() || (retry_5xx && (e.is_timeout() || e.is_request() || e.is_body()));
-                return Err(fail(None, e.to_string(), transient));
+                let msg = if e.is_connect() {
+                    // "cannot reach https://host: Connection refused", not the whole URL twice
+                    let base = e.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+                    super::unreachable(&base, &e)
+                } else {
+                    e.to_string()
+                };
+                return Err(fail(None, msg, transient));
             }
             Ok(Ok(x)) => x,
         };
