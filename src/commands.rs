@@ -226,7 +226,21 @@ pub fn requeue(cli: &Cli, id: &str) -> anyhow::Result<u8> {
     let q = c.load_queue()?;
     anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
     c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
-    println!("{id}: markers cleared; the watcher will take it again");
+    // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
+    let knot = crate::backend::store::keys::kaiju_knot(id);
+    match c.r2.head(&knot) {
+        crate::backend::store::Probe::Present { .. } => println!(
+            "{id}: markers cleared; its knot is shipped ({}/{knot}), so it stays DONE and the watcher will not \
+             encode it again (a re-encode of a shipped model needs that knot moved aside first)",
+            c.r2.describe()
+        ),
+        crate::backend::store::Probe::Absent => {
+            println!("{id}: markers cleared; the watcher will take it again at its next tick")
+        }
+        crate::backend::store::Probe::Unknown(e) => {
+            println!("{id}: markers cleared; whether its knot is shipped is UNKNOWN ({e}): if it is, it stays DONE")
+        }
+    }
     Ok(exit::OK)
 }
 

@@ -215,6 +215,11 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     }
     let s = stdout(&run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "status"], &root));
     assert!(s.lines().any(|l| l.starts_with("smollm2-135m") && l.contains("DONE")), "{s}");
+    // requeue says what it does: a shipped model stays DONE (it used to promise a re-encode)
+    let o = run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m"], &root);
+    assert!(stdout(&o).contains("its knot is shipped") && stdout(&o).contains("stays DONE"), "{o:?}");
+    let o = run(&args(&["--submit"]), &root);
+    assert_eq!(o.status.code(), Some(11), "{o:?}");
 }
 
 /// Cancelling a local build mid-encode kills its runner, removes its workspace (the
