@@ -33,6 +33,17 @@ fn config(dir: &Path, gcs: &str, s3: &str, cb: &str, buckets: (&str, &str, &str)
     RawConfig::parse(&p, &text).unwrap().resolve(&CliOverrides::default(), Some(p)).unwrap()
 }
 
+/// `kaiju-tui ARGS` run in `dir`, with no configuration from the environment.
+fn kaiju_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("KAIJU_CONFIG")
+        .env_remove("KAIJU_ROOT")
+        .output()
+        .unwrap()
+}
+
 fn connect(cfg: &Config) -> CloudBackends {
     match cloud::connect(cfg) {
         Ok(b) => b,
@@ -328,15 +339,7 @@ fn tick_on_the_cloud_backend_submits_one_encode_then_waits() {
         sa.display().to_string()
     );
     config(d.path(), &e.gcs, &e.s3, &cb.server.url, (&g, &r, &l), &extra);
-    let tick = || {
-        std::process::Command::new(common::bin())
-            .args(["--config", "config.toml", "--tick", "--submit", "--json"])
-            .current_dir(d.path())
-            .env_remove("KAIJU_CONFIG")
-            .env_remove("KAIJU_ROOT")
-            .output()
-            .unwrap()
-    };
+    let tick = || kaiju_in(d.path(), &["--config", "config.toml", "--tick", "--submit", "--json"]);
     let o = tick();
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -419,13 +422,7 @@ fn tick_json_says_why_when_a_backend_fails() {
     let dead = "http://127.0.0.1:9";
     config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "attempts = 1\n");
     std::fs::write(d.path().join("queue.txt"), "m params=0.5 family=qwen2 READY-NOW\n").unwrap();
-    let o = std::process::Command::new(common::bin())
-        .args(["--config", "config.toml", "--tick", "--json"])
-        .current_dir(d.path())
-        .env_remove("KAIJU_CONFIG")
-        .env_remove("KAIJU_ROOT")
-        .output()
-        .unwrap();
+    let o = kaiju_in(d.path(), &["--config", "config.toml", "--tick", "--json"]);
     assert_eq!(o.status.code(), Some(3), "{o:?}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON object on stdout");
     assert_eq!(v["outcome"], "error");
@@ -445,13 +442,7 @@ fn status_during_an_outage_shows_the_queue_and_says_why() {
         "smollm2-135m params=0.135 family=llama q=6 READY-NOW\nqwen2.5-0.5b params=0.49 family=qwen2 AUTO-FEED\n",
     )
     .unwrap();
-    let o = std::process::Command::new(common::bin())
-        .args(["--config", "config.toml", "status"])
-        .current_dir(d.path())
-        .env_remove("KAIJU_CONFIG")
-        .env_remove("KAIJU_ROOT")
-        .output()
-        .unwrap();
+    let o = kaiju_in(d.path(), &["--config", "config.toml", "status"]);
     assert_eq!(o.status.code(), Some(3), "{o:?}");
     let out = String::from_utf8_lossy(&o.stdout);
     for id in ["smollm2-135m", "qwen2.5-0.5b"] {
