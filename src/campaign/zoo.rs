@@ -141,12 +141,6 @@ pub fn gate_report(log: &str) -> Option<GateReport> {
     Some(GateReport { summary, figures, details })
 }
 
-/// One-line summary of a gate log ("PASS argmax 7042 · ppl 29.36", or with the distributional
-/// figures "PASS kld 0.081 top1 91% ppl×1.09").
-pub fn gate_summary(log: &str) -> Option<String> {
-    gate_report(log).map(|r| r.summary)
-}
-
 fn probe_line(name: &str, p: &Probe) -> String {
     match p {
         Probe::Present { size } => format!("{name}: present ({size} bytes)"),
@@ -312,8 +306,8 @@ mod tests {
     #[test]
     fn gate_log_summary() {
         let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
-        assert_eq!(gate_summary(log).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
-        assert_eq!(gate_summary("nothing"), None);
+        assert_eq!(gate_report(log).map(|r| r.summary).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
+        assert_eq!(gate_report("nothing"), None);
     }
 
     #[test]

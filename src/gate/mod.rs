@@ -127,7 +127,7 @@ impl GateOutcome {
     }
 
     /// Human-readable gate log. Its `argmax:`, `figures:` and `result:` lines are read back
-    /// by the zoo (`campaign::zoo::gate_summary`).
+    /// by the zoo (`campaign::zoo::gate_report`).
     pub fn log_text(&self) -> String {
         let mut s = String::new();
         s.push_str(&format!("kaiju gate: {}\n", self.knot));
@@ -329,45 +329,29 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     };
     let mut quality_skipped = None;
     let quality = match (distribution, &rm) {
-        (Some((r, t)), Some(rm)) => {
-            let tok = match tokenizer::Tokenizer::from_gguf(&g) {
-                Ok(tok) => tok,
-                // e.g. a SentencePiece model: the argmax cases still gate it; thresholds
-                // that cannot be checked fail it
-                Err(e) if !job.thresholds.any() => {
-                    quality_skipped = Some(e.to_string());
-                    return finish(job, cases, load_seconds, forward_seconds, ppl, ppl_pass, None, quality_skipped);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let text = text::Text::load(&tok, t)?;
-            let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
-            let mut report = |done: usize, total: usize| {
-                if job.progress {
-                    eprintln!("distribution: chunk {done}/{total}");
-                }
-            };
-            let mut q = quality::compare(rm, &m, &text, ctx, job.chunks, &mut report)?;
-            q.reference = r.display().to_string();
-            Some(q)
-        }
+        (Some((r, t)), Some(rm)) => match tokenizer::Tokenizer::from_gguf(&g) {
+            Ok(tok) => {
+                let text = text::Text::load(&tok, t)?;
+                let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
+                let mut report = |done: usize, total: usize| {
+                    if job.progress {
+                        eprintln!("distribution: chunk {done}/{total}");
+                    }
+                };
+                let mut q = quality::compare(rm, &m, &text, ctx, job.chunks, &mut report)?;
+                q.reference = r.display().to_string();
+                Some(q)
+            }
+            // e.g. a SentencePiece model: the argmax cases still gate it; thresholds that
+            // cannot be checked fail it
+            Err(e) if !job.thresholds.any() => {
+                quality_skipped = Some(e.to_string());
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
         _ => None,
     };
-    finish(job, cases, load_seconds, forward_seconds, ppl, ppl_pass, quality, quality_skipped)
-}
-
-/// The outcome of a run: verdict, log and telemetry written.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    job: &GateJob,
-    cases: Vec<CaseOutcome>,
-    load_seconds: f64,
-    forward_seconds: f64,
-    ppl: Option<Perplexity>,
-    ppl_pass: Option<bool>,
-    quality: Option<Quality>,
-    quality_skipped: Option<String>,
-) -> Result<GateOutcome, GateError> {
     let misses = quality.as_ref().map(|q| job.thresholds.misses(q)).unwrap_or_default();
     let first = cases[0].clone();
     let out = GateOutcome {

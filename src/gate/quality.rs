@@ -124,8 +124,8 @@ struct Scored {
     nll_knot: f64,
 }
 
-/// log-softmax of a row in f64, its argmax (first on ties).
-fn log_softmax(row: &[f32], out: &mut [f64]) -> usize {
+/// The row's argmax (first on ties) and log-sum-exp, in f64.
+fn argmax_lse(row: &[f32]) -> (usize, f64) {
     let (mut imax, mut mx) = (0, row[0]);
     for (i, &v) in row.iter().enumerate() {
         if v > mx {
@@ -133,20 +133,24 @@ fn log_softmax(row: &[f32], out: &mut [f64]) -> usize {
         }
     }
     let mx = mx as f64;
-    let lse = mx + row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln();
-    for (o, &v) in out.iter_mut().zip(row) {
-        *o = v as f64 - lse;
-    }
-    imax
+    (imax, mx + row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln())
 }
 
+/// One position scored in one pass over both rows, no buffers: with lp = r − lse_r and
+/// lq = k − lse_k, KL = Σ e^lp (lp − lq) (each term exactly 0 where the rows are equal).
 fn score(r: &[f32], k: &[f32], next: u32) -> Scored {
-    let mut lr = vec![0f64; r.len()];
-    let mut lk = vec![0f64; k.len()];
-    let ar = log_softmax(r, &mut lr);
-    let ak = log_softmax(k, &mut lk);
-    let kld = lr.iter().zip(&lk).map(|(&a, &b)| a.exp() * (a - b)).sum::<f64>();
-    Scored { kld: kld.max(0.0), same_top: ar == ak, nll_ref: -lr[next as usize], nll_knot: -lk[next as usize] }
+    let (ar, lr) = argmax_lse(r);
+    let (ak, lk) = argmax_lse(k);
+    let kld = r
+        .iter()
+        .zip(k)
+        .map(|(&a, &b)| {
+            let (lp, lq) = (a as f64 - lr, b as f64 - lk);
+            lp.exp() * (lp - lq)
+        })
+        .sum::<f64>();
+    let n = next as usize;
+    Scored { kld: kld.max(0.0), same_top: ar == ak, nll_ref: lr - r[n] as f64, nll_knot: lk - k[n] as f64 }
 }
 
 /// llama.cpp's percentile: linear between the two nearest of the sorted values.
