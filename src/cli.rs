@@ -70,12 +70,23 @@ pub struct EncodeArgs {
     /// scale codes searched on each side of the estimate (quality/speed)
     #[arg(long, default_value_t = 0)]
     pub search: u8,
-    /// Voronoi modulus q of the codebook Λ24/qΛ24: 4 = 2.25 bpw (default), 5 = 2.58, 6 = 2.92
+    /// Voronoi modulus q of the codebook Λ24/qΛ24: 3 = 1.92 bpw, 4 = 2.25 (default), 5 = 2.58,
+    /// 6 = 2.92, 8 = 3.25
     #[arg(long, default_value_t = 4)]
     pub modulus: u32,
-    /// per-kind variants overriding --modulus, e.g. attn_v=6,ffn_down=5 (mixed precision)
+    /// choices overriding --modulus: KIND[@LAYERS]=Q|keep, e.g. attn_v=6,ffn_down@0-3=8,
+    /// '*@0=keep' (keep = the base knot's tensor); later rules win
     #[arg(long, default_value = "")]
     pub mix: String,
+    /// budget of matmul bits per weight: the encoder chooses each tensor's variant (or
+    /// keeps the base knot's tensor) for the least predicted damage; --mix pins kinds.
+    /// Empty: uniform --modulus
+    #[arg(long, default_value = "")]
+    pub bpw: String,
+    /// under --bpw: the allocator may also keep a tensor's base-knot form (off by default:
+    /// on the fixtures it cost more than it saved, docs/BENCHMARKS.md)
+    #[arg(long)]
+    pub keep: bool,
     /// weight the search by importance × sqrt(σ² + w²) (llama.cpp's IQ rule)
     #[arg(long)]
     pub magnitude: bool,
@@ -349,12 +360,22 @@ fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         telemetry: a.telemetry.clone(),
         opts: EncodeOptions {
             variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
-                anyhow::anyhow!("--modulus {}: expected 4 (2.25 bpw), 5 (2.58 bpw) or 6 (2.92 bpw)", a.modulus)
+                anyhow::anyhow!(
+                    "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92) or 8 (3.25)",
+                    a.modulus
+                )
             })?,
             search: a.search,
             magnitude: a.magnitude,
         },
         mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
+        budget: match a.bpw.trim() {
+            "" => None,
+            b => {
+                Some(b.parse::<f64>().map_err(|_| anyhow::anyhow!("--bpw {b:?}: expected bits per weight, e.g. 2.6"))?)
+            }
+        },
+        allow_keep: a.keep,
         quiet: a.quiet,
     };
     for w in crate::encode::input_warnings(&job.f16, &job.base) {

@@ -1,6 +1,7 @@
 //! `kaiju-tui inspect FILE`: a readable summary of a knot, GGUF model or imatrix.
 
 use crate::encode::is_matmul_weight;
+use crate::encode::plan::matmul_kind_layer;
 use crate::gguf::Gguf;
 use crate::imatrix::Imatrix;
 use std::collections::BTreeMap;
@@ -91,10 +92,44 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
             *by as f64 * 8.0 / *el as f64
         )?;
     }
+    mix_grid(&mut s, &g)?;
     if let Some(m) = model {
         coverage(&mut s, &g, &Imatrix::load(m)?, &format!("{} with imatrix {}", path.display(), m.display()))?;
     }
     Ok(s)
+}
+
+/// A knot's mix: for each layer, each matmul kind's form (the KAIJU1 variant's q, or the
+/// type a tensor kept from the base knot has). Nothing for a file without KAIJU1 tensors.
+fn mix_grid(s: &mut String, g: &Gguf) -> anyhow::Result<()> {
+    if !g.tensors.iter().any(|t| t.ty.kaiju().is_some()) {
+        return Ok(());
+    }
+    let mut kinds: Vec<&str> = Vec::new();
+    let mut cells: BTreeMap<u32, BTreeMap<&str, String>> = BTreeMap::new();
+    for t in &g.tensors {
+        let Some((kind, layer)) = matmul_kind_layer(&t.name) else { continue };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+        let cell = t.ty.kaiju().map(|v| format!("q{}", v.q)).unwrap_or_else(|| t.ty.name().to_lowercase());
+        cells.entry(layer).or_default().insert(kind, cell);
+    }
+    let w: Vec<usize> = kinds.iter().map(|k| k.len().max(4)).collect();
+    writeln!(s, "mix (each matmul tensor's form: q = KAIJU1 variant, else the type kept from the base knot):")?;
+    write!(s, "  {:<6}", "layer")?;
+    for (k, w) in kinds.iter().zip(&w) {
+        write!(s, " {k:<w$}")?;
+    }
+    writeln!(s)?;
+    for (layer, row) in &cells {
+        write!(s, "  {layer:<6}")?;
+        for (k, w) in kinds.iter().zip(&w) {
+            write!(s, " {:<w$}", row.get(k).map(String::as_str).unwrap_or("-"))?;
+        }
+        writeln!(s)?;
+    }
+    Ok(())
 }
 
 /// An imatrix's summary line, and with `model` its coverage of that model's matmul weights.

@@ -86,7 +86,7 @@ fn gate_params_formats() {
     let s = stdout(&o);
     assert!(s.contains("export _PROMPT_TOKENS='504,3575,282,4649,314'"), "{s}");
     assert!(s.contains("export _OUT_KEY='kaiju/smollm2-135m-kaiju1.knot'"));
-    assert!(s.contains("export _MODULUS='6'"));
+    assert!(s.contains("export _BPW='2.6'"), "the queue's bpw= reaches the encode build: {s}");
     let g = stdout(&run(&["gate-params", "smollm2-135m", "--format", "gcloud-subst"], &common::repo()));
     assert!(g.starts_with("^;^") && g.contains("_EXPECT_TOKEN=7042"));
     // the gateway sentinel is not a gate

@@ -17,6 +17,8 @@ fn encode(dir: &std::path::Path, q: u32) -> (std::path::PathBuf, encode::Telemet
         telemetry: Some(dir.join(format!("smol-q{q}.telemetry.json"))),
         opts: EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() },
         mix: Default::default(),
+        budget: None,
+        allow_keep: true,
         quiet: true,
     };
     let t = encode::run(&job).unwrap();
@@ -129,6 +131,8 @@ fn mismatched_inputs_are_listed() {
         telemetry: None,
         opts: EncodeOptions::default(),
         mix: Default::default(),
+        budget: None,
+        allow_keep: true,
         quiet: true,
     };
     let e = encode::run(&job).unwrap_err().to_string();
@@ -191,6 +195,8 @@ fn non_finite_weights_are_refused() {
         telemetry: None,
         opts: EncodeOptions::default(),
         mix: Default::default(),
+        budget: None,
+        allow_keep: true,
         quiet: true,
     };
     let e = encode::run(&job).unwrap_err().to_string();
@@ -253,6 +259,8 @@ fn a_mix_gives_each_kind_its_variant() {
         telemetry: None,
         opts: EncodeOptions::default(),
         mix: encode::Mix::parse("attn_v=6").unwrap(),
+        budget: None,
+        allow_keep: true,
         quiet: true,
     };
     let t = encode::run(&job).unwrap();
@@ -297,6 +305,8 @@ fn an_output_that_is_an_input_is_refused() {
             telemetry: None,
             opts: EncodeOptions::default(),
             mix: Default::default(),
+            budget: None,
+            allow_keep: true,
             quiet: true,
         };
         let e = encode::run(&job).unwrap_err().to_string();
@@ -317,6 +327,8 @@ fn an_output_that_is_an_input_is_refused() {
         telemetry: Some(common::imatrix_gguf()),
         opts: EncodeOptions::default(),
         mix: Default::default(),
+        budget: None,
+        allow_keep: true,
         quiet: true,
     };
     assert!(encode::run(&job).unwrap_err().to_string().starts_with("--telemetry "));
@@ -360,4 +372,65 @@ fn swapped_inputs_are_warned_about() {
         .unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("kaiju-tui: warning: --f16 ") && e.contains("swapped?"), "{e}");
+}
+
+/// `--bpw`: on the real model the allocated knot stays within its budget, mixes variants,
+/// records each tensor's choice, gain and sampled errors, and spends its bits where the
+/// prediction says they save the most (less predicted damage than uniform q=5 at about the
+/// same size); a budget below the coarsest variant is refused by name; without `--keep` no
+/// base tensor is kept; `--mix` pins what it names.
+#[test]
+fn an_allocated_knot_keeps_its_budget_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |budget: f64, mix: &str, allow_keep: bool, name: &str| EncodeJob {
+        f16: common::smollm2_f16(),
+        imatrix: common::imatrix_gguf(),
+        base: common::smollm2(),
+        out: dir.path().join(format!("{name}.knot")),
+        telemetry: Some(dir.path().join(format!("{name}.telemetry.json"))),
+        opts: EncodeOptions::default(),
+        mix: encode::Mix::parse(mix).unwrap(),
+        budget: Some(budget),
+        allow_keep,
+        quiet: true,
+    };
+    let t = encode::run(&job(2.6, "", true, "a")).unwrap();
+    let a = t.allocation.as_ref().expect("an allocation report");
+    assert!(t.totals.bpw <= 2.6 && t.totals.bpw > 2.55, "{}", t.totals.bpw);
+    assert!((a.bpw - t.totals.bpw).abs() < 1e-9);
+    assert!(a.counts.len() >= 3, "a budget between variants mixes them: {:?}", a.counts);
+    assert_eq!(a.counts.values().sum::<usize>(), t.encoded.len());
+    for e in &t.encoded {
+        assert_eq!(e.why, "allocated", "{}", e.name);
+        let errs = e.sample_errors.as_ref().unwrap();
+        assert!(errs["q3"] > errs["q4"] && errs["q4"] > errs["q5"] && errs["q6"] > errs["q8"], "{}: {errs:?}", e.name);
+        assert!(e.gain.unwrap() > 0.0);
+    }
+    // the knot reads back: each tensor's type is its choice
+    let g = Gguf::open(&job(2.6, "", true, "a").out).unwrap();
+    assert!((g.get_f64("kaiju.bpw_budget").unwrap() - 2.6).abs() < 1e-6);
+    for e in &t.encoded {
+        let ti = g.tensor(&e.name).unwrap();
+        match e.choice {
+            encode::Choice::Kaiju(v) => assert_eq!(ti.ty.kaiju(), Some(v), "{}", e.name),
+            encode::Choice::Keep => {
+                assert_eq!(ti.ty, Gguf::open(common::smollm2()).unwrap().tensor(&e.name).unwrap().ty)
+            }
+        }
+    }
+    // the prediction prefers this mix to uniform q=5 (2.58 bpw) under its own model
+    let predicted_uniform: f64 =
+        t.encoded.iter().map(|e| e.gain.unwrap() * e.sample_errors.as_ref().unwrap()["q5"]).sum();
+    assert!(a.predicted_damage < predicted_uniform, "{} vs uniform q5 {predicted_uniform}", a.predicted_damage);
+
+    let e = encode::run(&job(1.5, "", true, "low")).unwrap_err().to_string();
+    assert!(e.starts_with("--bpw 1.5: below what the coarsest choices need (1.9"), "{e}");
+    assert!(!dir.path().join("low.knot").exists());
+
+    let t = encode::run(&job(2.6, "attn_v=8", false, "b")).unwrap();
+    assert!(t.totals.bpw <= 2.6);
+    assert!(t.encoded.iter().all(|e| e.choice != encode::Choice::Keep));
+    for e in t.encoded.iter().filter(|e| e.name.contains(".attn_v.")) {
+        assert_eq!((e.modulus, e.why), (8, "mix"), "{}", e.name);
+    }
 }

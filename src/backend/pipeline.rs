@@ -173,7 +173,12 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
     let name = cx.sub("_KNOT_NAME")?.to_string();
     let search = cx.spec.substitutions.get("_SEARCH").and_then(|s| s.parse().ok()).unwrap_or(0);
     let q: u32 = cx.spec.substitutions.get("_MODULUS").and_then(|s| s.parse().ok()).unwrap_or(4);
-    let variant = crate::codec::kaiju1::Variant::new(q).ok_or_else(|| format!("_MODULUS={q}: expected 4, 5 or 6"))?;
+    let variant =
+        crate::codec::kaiju1::Variant::new(q).ok_or_else(|| format!("_MODULUS={q}: expected 3, 4, 5, 6 or 8"))?;
+    let budget = match cx.spec.substitutions.get("_BPW").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(b) => Some(b.parse::<f64>().map_err(|_| format!("_BPW={b}: expected bits per weight, e.g. 2.6"))?),
+    };
     let job = crate::encode::EncodeJob {
         f16: cx.ws.join("f16.gguf"),
         imatrix: cx.ws.join("model.imatrix"),
@@ -183,6 +188,8 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
         opts: crate::codec::kaiju1::EncodeOptions { search, variant, ..Default::default() },
         mix: crate::encode::Mix::parse(cx.spec.substitutions.get("_MIX").map(String::as_str).unwrap_or(""))
             .map_err(|e| format!("_MIX: {e}"))?,
+        budget,
+        allow_keep: false,
         quiet: true,
     };
     let t = crate::encode::run(&job).map_err(|e| e.to_string())?;

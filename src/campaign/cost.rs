@@ -260,6 +260,7 @@ mod tests {
             hf_source: None,
             modulus: None,
             mix: None,
+            bpw: None,
             tag,
             comment: None,
             line: 1,

@@ -18,7 +18,7 @@ pub enum ParamsError {
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
 /// 16 chunks, no thresholds).
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 23] = [
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 24] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -36,6 +36,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 23] = [
     ("_SEARCH", "0"),
     ("_MODULUS", "4"),
     ("_MIX", ""),
+    ("_BPW", ""),
     ("_GATE_CASES", ""),
     ("_GATE_CTX", "512"),
     ("_GATE_CHUNKS", "16"),
@@ -107,6 +108,7 @@ pub fn encode_params(
         ("_SEARCH", search.to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
         ("_MIX", e.mix.clone().unwrap_or_default()),
+        ("_BPW", e.bpw.map(|b| b.to_string()).unwrap_or_default()),
         ("_GATE_CASES", GateCase::to_subst(&q.cases)),
         ("_GATE_CTX", gate.ctx.to_string()),
         ("_GATE_CHUNKS", gate.chunks.to_string()),
@@ -172,6 +174,7 @@ mod tests {
             hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
             modulus: None,
             mix: None,
+            bpw: None,
             tag: Tag::ReadyNow,
             comment: None,
             line: 1,
@@ -209,10 +212,12 @@ mod tests {
         let g = render(&m, Format::GcloudSubst);
         assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
-        // the queue's q= and mix= reach the encode step
-        let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), ..entry("x") };
+        // the queue's q=, mix= and bpw= reach the encode step
+        let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), bpw: Some(2.6), ..entry("x") };
         let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
         assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
+        assert_eq!(m["_BPW"], "2.6");
+        assert_eq!(encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap()["_BPW"], "");
     }
 }
 

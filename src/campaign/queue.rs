@@ -1,7 +1,7 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<4|5|6>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
 //! ```
 //!
 //! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
@@ -52,6 +52,9 @@ pub struct Entry {
     pub modulus: Option<u32>,
     /// Per-kind KAIJU1 variants overriding `q=` (`mix=attn_v=6,ffn_down=5`; see `--mix`).
     pub mix: Option<String>,
+    /// A budget of matmul bits per weight (`bpw=2.6`; see `--bpw`): the encoder allocates
+    /// each tensor's variant, and `q=` no longer applies.
+    pub bpw: Option<f64>,
     pub tag: Tag,
     /// Text after `#` on the line (the reason for HOLD / OUT-OF-SCOPE, or any note).
     pub comment: Option<String>,
@@ -112,6 +115,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
+    let mut bpw = None;
     for t in &toks[1..] {
         if let Some(v) = t.strip_prefix("params=") {
             params = Some(
@@ -125,11 +129,16 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         } else if let Some(v) = t.strip_prefix("hf=") {
             hf = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("q=") {
-            modulus = Some(
-                v.parse::<u32>()
+            modulus =
+                Some(v.parse::<u32>().ok().filter(|&q| crate::codec::kaiju1::Variant::new(q).is_some()).ok_or_else(
+                    || err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 3, 4, 5, 6 or 8")),
+                )?);
+        } else if let Some(v) = t.strip_prefix("bpw=") {
+            bpw = Some(
+                v.parse::<f64>()
                     .ok()
-                    .filter(|q| (4..=6).contains(q))
-                    .ok_or_else(|| err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 4, 5 or 6")))?,
+                    .filter(|b| b.is_finite() && *b > 0.0)
+                    .ok_or_else(|| err(format!("{id}: bpw={v:?}: expected a budget of bits per weight, e.g. 2.6")))?,
             );
         } else if let Some(v) = t.strip_prefix("mix=") {
             crate::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
@@ -140,7 +149,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             }
         } else {
             return Err(err(format!(
-                "{id}: unexpected {t:?}: expected params=, family=, hf=, q=, mix= or a state tag ({})",
+                "{id}: unexpected {t:?}: expected params=, family=, hf=, q=, bpw=, mix= or a state tag ({})",
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
@@ -152,6 +161,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         hf_source: hf,
         modulus,
         mix,
+        bpw,
         tag: tag
             .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
         comment,
@@ -396,7 +406,7 @@ mod tests {
         assert!(e.contains("bogus"), "{e}");
         let e =
             Queue::parse(Path::new("queue.txt"), "a params=1 family=l mix=attn_v=9 HOLD\n").unwrap_err().to_string();
-        assert!(e.contains("queue.txt:1") && e.contains("mix=") && e.contains("4, 5 or 6"), "{e}");
+        assert!(e.contains("queue.txt:1") && e.contains("mix=") && e.contains("(3, 4, 5, 6, 8) or keep"), "{e}");
     }
 
     #[test]
@@ -405,6 +415,15 @@ mod tests {
             .unwrap();
         assert_eq!(q.entries[0].mix.as_deref(), Some("attn_v=6,ffn_down=5"));
         assert_eq!(q.entries[0].modulus, Some(4));
+        assert_eq!(q.entries[0].bpw, None);
+        let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l bpw=2.6 READY-NOW\n").unwrap();
+        assert_eq!(q.entries[0].bpw, Some(2.6));
+        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf"] {
+            let e = Queue::parse(Path::new("queue.txt"), &format!("a params=1 family=l {bad} READY-NOW\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("queue.txt:1") && e.contains("expected a budget of bits per weight"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -220,6 +220,7 @@ mod tests {
             hf_source: hf.then(|| format!("org/{id}")),
             modulus: None,
             mix: None,
+            bpw: None,
             tag,
             comment: Some("because".into()),
             line: 1,

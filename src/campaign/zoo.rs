@@ -150,9 +150,13 @@ fn probe_line(name: &str, p: &Probe) -> String {
 }
 
 /// What the encode build will write for this model: the queue's `q=` (default 4) with its
-/// bits per weight on full groups of blocks, and its `mix=` if any.
+/// bits per weight on full groups of blocks, or its `bpw=` budget; and its `mix=` if any.
 fn codec_line(e: &Entry) -> String {
     use crate::codec::kaiju1::{self, Variant, BLOCK, GROUP};
+    if let Some(b) = e.bpw {
+        let mix = e.mix.as_ref().map(|m| format!(", pinned {m}")).unwrap_or_default();
+        return format!("codec: KAIJU1 allocated for {b} bpw{mix}");
+    }
     let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
     let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(BLOCK * GROUP, v))).unwrap_or_default();
     let mix = e.mix.as_ref().map(|m| format!(", mix {m}")).unwrap_or_default();
@@ -330,10 +334,11 @@ mod tests {
     fn codec_line_names_the_queue_variant_and_mix() {
         let q = crate::campaign::queue::Queue::parse(
             std::path::Path::new("queue.txt"),
-            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\n",
+            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\n",
         )
         .unwrap();
         assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
         assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
+        assert_eq!(codec_line(&q.entries[2]), "codec: KAIJU1 allocated for 2.6 bpw");
     }
 }

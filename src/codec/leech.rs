@@ -1050,6 +1050,67 @@ fn coords8_i32(x: &Point) -> [i32; N] {
     acc
 }
 
+/// The largest Voronoi modulus whose class index fits a u64 (6²⁴ < 2⁶⁴ < 7²⁴); larger moduli
+/// (the 3.25-bpw q = 8) take the `_wide` functions, whose u128 index is the same number.
+pub const MAX_NARROW_MODULUS: u32 = 6;
+
+/// [`index_of`] for any modulus, as a u128 (the same number where both apply).
+pub fn index_of_wide(x: &Point, q: u32) -> u128 {
+    if q <= MAX_NARROW_MODULUS {
+        return index_of(x, q) as u128;
+    }
+    let c = if fits_i32(x) { coords8_small(x).map(|a| a as i64) } else { coords8_wide(x) };
+    let (mut idx, mut place) = (0u128, 1u128);
+    for a in c {
+        debug_assert_eq!(a % 8, 0, "not a lattice point");
+        idx += (a >> 3).rem_euclid(q as i64) as u128 * place;
+        place = place.wrapping_mul(q as u128);
+    }
+    idx
+}
+
+/// [`point_of`] for any modulus.
+pub fn point_of_wide(idx: u128, q: u32) -> Point {
+    point_of_wide_bounded(idx, q, f32::INFINITY)
+}
+
+/// [`representative`] for any modulus.
+pub fn representative_wide(x: &Point, q: u32) -> (Point, u128) {
+    if q <= MAX_NARROW_MODULUS {
+        let (p, i) = representative(x, q);
+        return (p, i as u128);
+    }
+    let known = norm(x) as f32 / (q * q) as f32;
+    let idx = index_of_wide(x, q);
+    (point_of_wide_bounded(idx, q, known * (1.0 + 1.0 / 1024.0) + 1e-6), idx)
+}
+
+fn point_of_wide_bounded(idx: u128, q: u32, bound0: f32) -> Point {
+    if q <= MAX_NARROW_MODULUS {
+        return point_of_bounded(idx as u64, q, bound0);
+    }
+    let mut digits = [0i32; N];
+    let mut rest = idx;
+    for d in digits.iter_mut() {
+        *d = (rest % q as u128) as i32;
+        rest /= q as u128;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there
+        return unsafe { point_of_digits_avx2(&digits, q, bound0) };
+    }
+    // SAFETY: without AVX2 the decoder uses no CPU feature beyond the target's baseline
+    unsafe { point_of_digits::<false>(&digits, q, bound0) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn point_of_digits_avx2(digits: &[i32; N], q: u32, bound0: f32) -> Point {
+    // SAFETY: this function is only entered on a CPU with AVX2 (its own contract)
+    unsafe { point_of_digits::<true>(digits, q, bound0) }
+}
+
 /// The canonical representative of an index: the point of its class in the Voronoi cell
 /// of qΛ24 (x' − q·Q(x'/q) with Q the unweighted decoder; exact arithmetic for q ∈ {2, 4},
 /// and deterministic for every q since the same IEEE operations run on every machine).
@@ -1106,12 +1167,26 @@ fn point_of_dyn(idx: u64, q: u32, bound0: f32) -> Point {
 /// `AVX2` may be true only on a CPU that supports AVX2.
 #[inline(always)]
 unsafe fn point_of_impl<const AVX2: bool>(idx: u64, q: u32, bound0: f32) -> Point {
+    let mut digits = [0i32; N];
+    let mut rest = idx;
+    for d in digits.iter_mut() {
+        *d = (rest % q as u64) as i32;
+        rest /= q as u64;
+    }
+    // SAFETY: passed on from this function's own contract
+    unsafe { point_of_digits::<AVX2>(&digits, q, bound0) }
+}
+
+/// The canonical representative of the class whose basis coordinates mod q are `digits`.
+///
+/// # Safety
+/// `AVX2` may be true only on a CPU that supports AVX2.
+#[inline(always)]
+unsafe fn point_of_digits<const AVX2: bool>(digits: &[i32; N], q: u32, bound0: f32) -> Point {
     let b = basis();
     let mut xp = [0i32; N];
-    let mut rest = idx;
     for k in 0..N {
-        let u = (rest % q as u64) as i32;
-        rest /= q as u64;
+        let u = digits[k];
         // the whole row (zero before its pivot), so the loop is one vector operation
         for i in 0..N {
             xp[i] += u * b[k][i];
@@ -1153,14 +1228,14 @@ pub fn surely_inside(x: &Point, q: u32) -> bool {
     if n >= 12 * q * q {
         return false;
     }
-    // below 12q² every |xᵢ| < √(12q²) ≤ 21 for the campaign's q ≤ 6; the eight largest come
+    // below 12q² every |xᵢ| < √(12q²) ≤ 28 for the campaign's q ≤ 8; the eight largest come
     // from a histogram of the values (cheaper than a select on 24 elements)
     let mut hist = [0u8; 32];
     let mut sum = 0i64;
     for &v in x {
         let a = v.unsigned_abs() as usize;
         if a >= hist.len() {
-            return false; // not reached below 12q² for q ≤ 6; "not sure" is always allowed
+            return false; // not reached below 12q² for q ≤ 8; "not sure" is always allowed
         }
         hist[a] += 1;
         sum += a as i64;
@@ -1514,7 +1589,7 @@ pub(crate) mod tests {
     #[test]
     fn surely_inside_is_sound_and_useful() {
         let mut rng = Rng(41);
-        for q in [4u32, 5, 6] {
+        for q in [3u32, 4, 5, 6, 8] {
             let (mut band, mut decided) = (0, 0);
             for _ in 0..4000 {
                 let scale = (2.0 + 1.2 * rng.uniform()) * q as f32 / 4.0;
@@ -1524,7 +1599,7 @@ pub(crate) mod tests {
                 let inside = surely_inside(&x, q);
                 assert_eq!(inside, bound_by_sorting(&x, q), "q={q}: the histogram differs on {x:?}");
                 if inside {
-                    assert_eq!(point_of(index_of(&x, q), q), x, "q={q}: {x:?} is not canonical");
+                    assert_eq!(point_of_wide(index_of_wide(&x, q), q), x, "q={q}: {x:?} is not canonical");
                 }
                 if n >= safe_norm(q) && n < 12 * (q * q) as i64 {
                     band += 1;
@@ -1575,5 +1650,51 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// The wide index (q = 8's 72 bits) is the narrow one where both apply, round-trips
+    /// through `point_of_wide` inside the cell, agrees with `representative_wide`, and is a
+    /// class invariant; its outputs are pinned.
+    #[test]
+    fn the_wide_index_extends_the_narrow_one() {
+        const GOLDEN_WIDE: u64 = 0xfe52_3da2_ad92_1ada;
+        let mut rng = Rng(53);
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for q in [3u32, 4, 5, 6, 8] {
+            let (mut moved, mut kept) = (0, 0);
+            for _ in 0..2000 {
+                let scale = (1.5 + 2.5 * rng.uniform()) * q as f32 / 4.0;
+                let y: [f32; N] = std::array::from_fn(|_| rng.gauss() * scale);
+                let x = decode_unweighted(&y);
+                let idx = index_of_wide(&x, q);
+                if q <= MAX_NARROW_MODULUS {
+                    assert_eq!(idx, index_of(&x, q) as u128, "q={q}");
+                }
+                assert!(idx < (q as u128).pow(24), "q={q}: {idx} out of range");
+                let (r, ri) = representative_wide(&x, q);
+                assert_eq!(ri, idx);
+                assert_eq!(r, point_of_wide(idx, q), "q={q}: {x:?}");
+                assert_eq!(index_of_wide(&r, q), idx, "q={q}: the representative is of another class");
+                if surely_inside(&x, q) {
+                    assert_eq!(r, x, "q={q}");
+                }
+                if r == x {
+                    kept += 1;
+                } else {
+                    moved += 1;
+                }
+                let w = decode_unweighted(&std::array::from_fn(|_| rng.gauss() * 3.0));
+                let shifted: Point = std::array::from_fn(|i| x[i] + q as i32 * w[i]);
+                assert_eq!(index_of_wide(&shifted, q), idx, "q={q}: not a class invariant");
+                fnv(&mut h, &r);
+            }
+            assert!(moved > 50 && kept > 50, "q={q}: {moved} moved, {kept} kept");
+        }
+        // the largest index of q = 8 decodes (every digit 7)
+        let top = 8u128.pow(24) - 1;
+        let p = point_of_wide(top, 8);
+        assert!(is_lattice_point(&p));
+        assert_eq!(index_of_wide(&p, 8), top);
+        assert_eq!(h, GOLDEN_WIDE, "wide decoder outputs changed: {h:#x}");
     }
 }

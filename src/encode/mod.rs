@@ -7,9 +7,15 @@ use crate::imatrix::Imatrix;
 use crate::progress::Progress;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+pub mod alloc;
+pub mod plan;
+
+pub use plan::{is_matmul_weight, Choice, Mix};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
@@ -29,6 +35,8 @@ pub enum EncodeError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Budget(#[from] alloc::AllocError),
     #[error("--{out_flag} {out} is the {input_flag} input {input}: refusing to overwrite an input; write elsewhere")]
     OutputIsInput { out_flag: &'static str, out: PathBuf, input_flag: &'static str, input: PathBuf },
 }
@@ -99,74 +107,14 @@ pub struct EncodeJob {
     pub out: PathBuf,
     pub telemetry: Option<PathBuf>,
     pub opts: EncodeOptions,
-    /// Per-kind variant overrides; every other encoded tensor uses `opts.variant`.
+    /// Per-kind (and per-layer) choices overriding the default, `opts.variant`.
     pub mix: Mix,
+    /// A budget of matmul bits per weight: the allocator chooses each tensor's form
+    /// (`alloc`); the tensors `mix` names stay pinned.
+    pub budget: Option<f64>,
+    /// Whether the allocator may keep a tensor's base-knot form (`--keep`; off by default).
+    pub allow_keep: bool,
     pub quiet: bool,
-}
-
-/// The matmul kinds (tensor name tails without `blk.N.` and `.weight`).
-const KINDS: [&str; 13] = [
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_qkv",
-    "attn_output",
-    "ffn_gate",
-    "ffn_up",
-    "ffn_down",
-    "ffn_gate_up",
-    "ffn_gate_exps",
-    "ffn_up_exps",
-    "ffn_down_exps",
-    "ffn_gate_up_exps",
-];
-
-/// A mixed-precision policy: the KAIJU1 variant of some matmul kinds, overriding the default
-/// (`--mix attn_v=6,ffn_down=5`), as llama.cpp's 2-bit types spend more bits on `attn_v` and
-/// `ffn_down`. Each tensor's type id says its variant, so a reader needs nothing else.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Mix(pub Vec<(String, kaiju1::Variant)>);
-
-impl Mix {
-    /// Parse `kind=q[,kind=q…]` (empty: no overrides).
-    pub fn parse(s: &str) -> Result<Mix, String> {
-        let mut out: Vec<(String, kaiju1::Variant)> = Vec::new();
-        for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (kind, q) = item.split_once('=').ok_or_else(|| format!("{item:?}: expected KIND=Q, e.g. attn_v=6"))?;
-            let kind = kind.trim();
-            if !KINDS.contains(&kind) {
-                return Err(format!("{kind:?}: expected a matmul kind ({})", KINDS.join(", ")));
-            }
-            let v = q
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .and_then(kaiju1::Variant::new)
-                .ok_or_else(|| format!("{kind}={q}: expected the Voronoi modulus 4, 5 or 6"))?;
-            if out.iter().any(|(k, _)| k == kind) {
-                return Err(format!("{kind}: given twice"));
-            }
-            out.push((kind.to_string(), v));
-        }
-        Ok(Mix(out))
-    }
-
-    /// The variant of tensor `name` under this policy.
-    pub fn variant_for(&self, name: &str, default: kaiju1::Variant) -> kaiju1::Variant {
-        let Some(kind) = matmul_kind(name) else { return default };
-        self.0.iter().find(|(k, _)| k == kind).map(|&(_, v)| v).unwrap_or(default)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl std::fmt::Display for Mix {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={}", v.q)).collect();
-        f.write_str(&parts.join(","))
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -175,8 +123,17 @@ pub struct TensorTelemetry {
     pub shape: Vec<u64>,
     pub source_type: String,
     pub weights: u64,
-    /// the KAIJU1 variant's Voronoi modulus
+    /// what the knot holds: `q3`…`q8` (a KAIJU1 variant) or `keep` (the base knot's tensor)
+    pub choice: Choice,
+    /// the KAIJU1 variant's Voronoi modulus (0 for a kept tensor)
     pub modulus: u32,
+    /// why: `uniform` (--modulus), `mix` (pinned by --mix), `allocated` (--bpw)
+    pub why: &'static str,
+    /// under --bpw: the tensor's gain and each option's error on the sample rows
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gain: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_errors: Option<BTreeMap<String, f64>>,
     pub bpw: f64,
     pub weighted_rel_mse: f64,
     pub rel_mse: f64,
@@ -194,6 +151,9 @@ pub struct Telemetry {
     pub search: u8,
     pub modulus: u32,
     pub mix: String,
+    /// under --bpw: the budget, what was reached and predicted, the sampling's time
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<alloc::Report>,
     pub encoded: Vec<TensorTelemetry>,
     pub copied: Vec<String>,
     pub totals: Totals,
@@ -225,18 +185,6 @@ pub struct Sources {
 }
 
 pub const CODEC_NAME: &str = "KAIJU1: Leech lattice Λ24/qΛ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
-
-/// The matmul kind of a tensor name (`blk.<N>.<kind>.weight` → `<kind>`, one of [`KINDS`]).
-fn matmul_kind(name: &str) -> Option<&str> {
-    let (layer, tail) = name.strip_prefix("blk.")?.split_once('.')?;
-    layer.parse::<u32>().ok()?;
-    tail.strip_suffix(".weight").filter(|k| KINDS.contains(k))
-}
-
-/// Is this tensor name a 2D attention/FFN matmul weight?
-pub fn is_matmul_weight(name: &str) -> bool {
-    matmul_kind(name).is_some()
-}
 
 /// The tensors of `base` that will be re-encoded (by name), after checking that the three
 /// inputs agree. Returns every disagreement at once.
@@ -363,32 +311,134 @@ const SOURCE_KEYS: [&str; 3] = ["kaiju.source.f16_sha256", "kaiju.source.imatrix
 /// Stands for a hash (64 hex digits) in the header until the hashes are known.
 const HASH_PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// Every selected tensor's choice, and under --bpw the allocation's figures.
+struct Resolved {
+    choices: HashMap<String, Choice>,
+    why: HashMap<String, &'static str>,
+    sampled: HashMap<String, (f64, BTreeMap<String, f64>)>,
+    report: Option<alloc::Report>,
+}
+
+/// Bits of tensor `bt` in the form `c`.
+fn bits_of(c: Choice, bt: &TensorInfo) -> u64 {
+    match c {
+        Choice::Kaiju(v) => kaiju1::row_bytes(bt.ne0() as usize, v) as u64 * bt.n_rows() * 8,
+        Choice::Keep => bt.size * 8,
+    }
+}
+
+/// The number of transformer blocks: `<arch>.block_count`, else one past the highest
+/// `blk.N.` among the tensors.
+fn block_count(g: &Gguf) -> u32 {
+    let arch = g.architecture().unwrap_or("");
+    match g.get_u64(&format!("{arch}.block_count")) {
+        Some(n) if n > 0 => n as u32,
+        _ => g.tensors.iter().filter_map(|t| plan::matmul_kind_layer(&t.name)).map(|(_, l)| l + 1).max().unwrap_or(1),
+    }
+}
+
+/// Each selected tensor's choice: the mix over `--modulus`, or under `--bpw` the allocator's.
+fn resolve(
+    job: &EncodeJob,
+    f16: &Gguf,
+    im: &Imatrix,
+    base: &Gguf,
+    selected: &[String],
+) -> Result<Resolved, EncodeError> {
+    let default = Choice::Kaiju(job.opts.variant);
+    let mut r = Resolved { choices: HashMap::new(), why: HashMap::new(), sampled: HashMap::new(), report: None };
+    let Some(budget) = job.budget else {
+        for name in selected {
+            let pinned = job.mix.pinned(name);
+            r.choices.insert(name.clone(), pinned.unwrap_or(default));
+            r.why.insert(name.clone(), if pinned.is_some() { "mix" } else { "uniform" });
+        }
+        return Ok(r);
+    };
+    if !(budget.is_finite() && budget > 0.0) {
+        return Err(alloc::AllocError::Invalid(budget).into());
+    }
+    let t0 = Instant::now();
+    let n_layers = block_count(base);
+    let (mut items, mut fixed_bits, mut weights) = (Vec::new(), 0u64, 0u64);
+    let total: u64 = selected.iter().filter_map(|n| base.tensor(n)).map(|t| t.n_elements()).sum();
+    let mut prog = Progress::new("sample", total, job.quiet);
+    for name in selected {
+        let bt = base.tensor(name).expect("selected from the base knot");
+        weights += bt.n_elements();
+        if let Some(c) = job.mix.pinned(name) {
+            fixed_bits += bits_of(c, bt);
+            r.choices.insert(name.clone(), c);
+            r.why.insert(name.clone(), "mix");
+            prog.advance(bt.n_elements(), name);
+            continue;
+        }
+        let ft = f16.tensor(name).expect("checked by plan_encode");
+        let mut cands: Vec<Choice> = kaiju1::Variant::all().map(Choice::Kaiju).collect();
+        if job.allow_keep && dequant::supported(bt.ty) {
+            cands.push(Choice::Keep);
+        }
+        let errs = alloc::sample_errors(f16, ft, im, base, bt, &cands, job.opts)?;
+        let opts = cands.iter().zip(&errs).map(|(&choice, &err)| alloc::Opt { choice, bits: bits_of(choice, bt), err });
+        items.push(alloc::Item {
+            name: name.clone(),
+            weights: bt.n_elements(),
+            gain: alloc::gain(name, n_layers),
+            opts: opts.collect(),
+        });
+        prog.advance(bt.n_elements(), name);
+    }
+    let budget_bits = (budget * weights as f64).floor() as u64;
+    let a = alloc::allocate(&items, fixed_bits, budget_bits)
+        .map_err(|need| alloc::AllocError::TooLow { budget, need: need as f64 / weights.max(1) as f64 })?;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for c in r.choices.values() {
+        *counts.entry(c.label()).or_default() += 1;
+    }
+    for (it, &c) in items.iter().zip(&a.chosen) {
+        let choice = it.opts[c].choice;
+        *counts.entry(choice.label()).or_default() += 1;
+        r.choices.insert(it.name.clone(), choice);
+        r.why.insert(it.name.clone(), "allocated");
+        let errs = it.opts.iter().map(|o| (o.choice.label(), o.err)).collect();
+        r.sampled.insert(it.name.clone(), (it.gain, errs));
+    }
+    r.report = Some(alloc::Report {
+        budget_bpw: budget,
+        bpw: a.bits as f64 / weights.max(1) as f64,
+        predicted_damage: a.predicted,
+        lambda: a.lambda,
+        sample_seconds: t0.elapsed().as_secs_f64(),
+        counts,
+    });
+    Ok(r)
+}
+
 /// The header (hashes as placeholders) and every tensor, in the base knot's order.
 fn write_tensors(
     job: &EncodeJob,
     f16: &Gguf,
     im: &Imatrix,
     base: &Gguf,
-    selected: &[String],
+    resolved: &Resolved,
 ) -> Result<Written, EncodeError> {
-    let sel: std::collections::HashSet<&str> = selected.iter().map(|s| s.as_str()).collect();
-    let variant_of = |name: &str| job.mix.variant_for(name, job.opts.variant);
+    let choice_of = |name: &str| resolved.choices.get(name).copied();
     let plans: Vec<TensorPlan> = base
         .tensors
         .iter()
-        .map(|t| {
-            if sel.contains(t.name.as_str()) {
-                let v = variant_of(&t.name);
+        .map(|t| match choice_of(&t.name) {
+            Some(Choice::Kaiju(v)) => {
                 let size = kaiju1::row_bytes(t.ne0() as usize, v) as u64 * t.n_rows();
                 TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(v.type_id()), size }
-            } else {
-                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size }
             }
+            _ => TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size },
         })
         .collect();
-    let enc_weights: u64 = base.tensors.iter().filter(|t| sel.contains(t.name.as_str())).map(|t| t.n_elements()).sum();
-    let enc_bytes: u64 = plans.iter().filter(|p| sel.contains(p.name.as_str())).map(|p| p.size).sum();
+    let selected = |name: &str| resolved.choices.contains_key(name);
+    let enc_weights: u64 = base.tensors.iter().filter(|t| selected(&t.name)).map(|t| t.n_elements()).sum();
+    let enc_bytes: u64 = plans.iter().filter(|p| selected(&p.name)).map(|p| p.size).sum();
     let bpw = enc_bytes as f64 * 8.0 / enc_weights.max(1) as f64;
+    let n_kaiju = resolved.choices.values().filter(|c| c.variant().is_some()).count();
 
     let mut meta: Vec<(String, Value)> =
         base.metadata.iter().filter(|(k, _)| !k.starts_with("kaiju.")).cloned().collect();
@@ -396,12 +446,19 @@ fn write_tensors(
     meta.push(("kaiju.codec".into(), Value::str(CODEC_NAME)));
     meta.push(("kaiju.type_id".into(), Value::U32(job.opts.variant.type_id())));
     meta.push(("kaiju.voronoi_modulus".into(), Value::U32(job.opts.variant.q)));
-    if !job.mix.is_empty() {
+    if let Some(r) = &resolved.report {
+        let counts: Vec<String> = r.counts.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        meta.push((
+            "kaiju.mix".into(),
+            Value::str(&format!("allocated for {} bpw: {}", r.budget_bpw, counts.join(" "))),
+        ));
+        meta.push(("kaiju.bpw_budget".into(), Value::F32(r.budget_bpw as f32)));
+    } else if !job.mix.is_empty() {
         meta.push(("kaiju.mix".into(), Value::str(&job.mix.to_string())));
     }
     meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
     meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
-    meta.push(("kaiju.encoded_tensors".into(), Value::U32(selected.len() as u32)));
+    meta.push(("kaiju.encoded_tensors".into(), Value::U32(n_kaiju as u32)));
     for key in SOURCE_KEYS {
         meta.push((key.into(), Value::str(HASH_PLACEHOLDER)));
     }
@@ -413,25 +470,38 @@ fn write_tensors(
     let mut total = ErrStats::default();
     let mut enc_secs = 0f64;
     for bt in &base.tensors {
-        if !sel.contains(bt.name.as_str()) {
+        let Some(choice) = choice_of(&bt.name) else {
             w.write_tensor(&bt.name, base.data(bt))?;
             copied.push(bt.name.clone());
             continue;
-        }
+        };
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
         let t1 = Instant::now();
-        let variant = variant_of(&bt.name);
-        let st = encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?;
+        let st = match choice {
+            Choice::Kaiju(variant) => {
+                encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
+            }
+            Choice::Keep => {
+                w.write_tensor(&bt.name, base.data(bt))?;
+                prog.advance(bt.n_elements(), &bt.name);
+                alloc::kept_error(f16, ft, im, base, bt)?
+            }
+        };
         let secs = t1.elapsed().as_secs_f64();
         enc_secs += secs;
         total.add(&st);
+        let sampled = resolved.sampled.get(&bt.name);
         encoded.push(TensorTelemetry {
             name: bt.name.clone(),
             shape: bt.dims.clone(),
             source_type: ft.ty.name(),
             weights: bt.n_elements(),
-            modulus: variant.q,
-            bpw: kaiju1::bpw(bt.ne0() as usize, variant),
+            choice,
+            modulus: choice.variant().map_or(0, |v| v.q),
+            why: resolved.why.get(&bt.name).copied().unwrap_or("uniform"),
+            gain: sampled.map(|s| s.0),
+            sample_errors: sampled.map(|s| s.1.clone()),
+            bpw: bits_of(choice, bt) as f64 / bt.n_elements() as f64,
             weighted_rel_mse: st.weighted_rel_mse(),
             rel_mse: st.rel_mse(),
             sqnr_db: st.sqnr_db(),
@@ -459,6 +529,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let im = Imatrix::load(&job.imatrix)?;
     let base = Gguf::open(&job.base)?;
     let selected = plan_encode(&f16, &im, &base)?;
+    let resolved = resolve(job, &f16, &im, &base, &selected)?;
 
     // The inputs are hashed on a thread of their own while the tensors are encoded (a 70B
     // f16 truth takes minutes to hash); the header holds placeholders of the hashes' length
@@ -466,7 +537,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let stop = AtomicBool::new(false);
     let (written, sources) = std::thread::scope(|scope| {
         let hashing = scope.spawn(|| hash_sources(job, &stop));
-        let written = write_tensors(job, &f16, &im, &base, &selected);
+        let written = write_tensors(job, &f16, &im, &base, &resolved);
         if written.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -492,6 +563,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         search: job.opts.search,
         modulus: job.opts.variant.q,
         mix: job.mix.to_string(),
+        allocation: resolved.report,
         totals: Totals {
             encoded_tensors: encoded.len(),
             copied_tensors: copied.len(),
@@ -565,39 +637,6 @@ fn encode_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn matmul_weight_names() {
-        assert!(is_matmul_weight("blk.0.attn_q.weight"));
-        assert!(is_matmul_weight("blk.31.ffn_down.weight"));
-        assert!(is_matmul_weight("blk.3.ffn_up_exps.weight"));
-        assert!(!is_matmul_weight("blk.0.attn_norm.weight"));
-        assert!(!is_matmul_weight("blk.0.attn_q.bias"));
-        assert!(!is_matmul_weight("token_embd.weight"));
-        assert!(!is_matmul_weight("output.weight"));
-        assert!(!is_matmul_weight("blk.x.attn_q.weight"));
-    }
-
-    #[test]
-    fn mix_parses_and_picks_the_variant_by_kind() {
-        let v = |q| kaiju1::Variant::new(q).unwrap();
-        let m = Mix::parse("attn_v=6, ffn_down=5").unwrap();
-        assert_eq!(m.to_string(), "attn_v=6,ffn_down=5");
-        assert_eq!(m.variant_for("blk.3.attn_v.weight", v(4)), v(6));
-        assert_eq!(m.variant_for("blk.12.ffn_down.weight", v(4)), v(5));
-        assert_eq!(m.variant_for("blk.12.ffn_down_exps.weight", v(4)), v(4));
-        assert_eq!(m.variant_for("blk.0.attn_q.weight", v(5)), v(5));
-        assert_eq!(Mix::parse("").unwrap(), Mix::default());
-        for (bad, says) in [
-            ("attn_v", "expected KIND=Q"),
-            ("attn_x=6", "expected a matmul kind"),
-            ("attn_v=7", "expected the Voronoi modulus"),
-            ("attn_v=6,attn_v=5", "given twice"),
-        ] {
-            let e = Mix::parse(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn importance_floor() {
