@@ -6,11 +6,15 @@
 #   - one knot per matmul kind with only that kind's tensors (all layers) at q=4
 #     (`--mix '*=keep,KIND=4'`), and one knot per layer with only that layer's tensors at q=4
 #     (`--mix '*=keep,*@L=4'`);
-#   - each scored by the distributional gate against the f16 over a calibration text that is
-#     NOT the evaluation text of compare-quality.sh (GPL-3 + LGPL-2.1 here), ctx 512;
+#   - each scored against the f16 over a calibration text that is NOT the evaluation text of
+#     quality-curve.sh (GPL-3 + LGPL-2.1 here), ctx 512: the knot dequantized into an f16
+#     copy (`convert --to f16`) and `llama-perplexity --kl-divergence` (our gate gives the
+#     same figures within 0.1%, scripts/compare-quality.sh, at twice the time: it runs both
+#     models each time);
 #   - the separable model KLD(group) = Σ_t kind_gain(kind_t) · depth_gain(layer_t) · err_t
 #     (err_t from each knot's telemetry) fitted by alternating the two factors.
-# Prints the measured KLD of every group, the fitted gains, and the Rust tables to paste.
+# Prints the measured KLD of every group, the fitted gains, and the Rust tables to paste
+# (src/encode/alloc.rs keeps one table per architecture).
 # Usage: scripts/calibrate-sensitivity.sh   (env: CHUNKS=4 CTX=512 MODEL=smollm2|qwen05)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +22,11 @@ chunks=${CHUNKS:-4} ctx=${CTX:-512} model=${MODEL:-smollm2}
 work=.cache/calibrate-$model; mkdir -p "$work"
 cargo build --release --quiet
 kaiju=$PWD/target/release/kaiju-tui
+bin=$(bash scripts/llama-cpp.sh llama-perplexity llama-quantize)
+threads=$(nproc)
 case $model in
-  smollm2) base=$(bash scripts/fetch-smollm2.sh .cache/models | tail -1); imatrix=assets/smollm2/smol.imatrix.gguf
-           qspec=qspecs/smollm2-135m.qspec.json ;;
-  qwen05)  base=$(bash scripts/fetch-qwen05.sh .cache/models | tail -1); imatrix=assets/qwen05/qwen05.imatrix.gguf
-           qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json ;;
+  smollm2) base=$(bash scripts/fetch-smollm2.sh .cache/models | tail -1); imatrix=assets/smollm2/smol.imatrix.gguf ;;
+  qwen05)  base=$(bash scripts/fetch-qwen05.sh .cache/models | tail -1); imatrix=assets/qwen05/qwen05.imatrix.gguf ;;
   *) echo "calibrate-sensitivity: unknown model $model (smollm2, qwen05)" >&2; exit 2 ;;
 esac
 lic=/usr/share/common-licenses
@@ -30,27 +34,32 @@ text=$work/calib.txt
 if [ -f $lic/GPL-3 ] && [ -f $lic/LGPL-2.1 ]; then cat $lic/GPL-3 $lic/LGPL-2.1 > "$text"; else cat LICENSE LICENSE > "$text"; fi
 f16=$work/f16.gguf
 [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null 2>&1
+kld_base=$work/calib-c$ctx-n$chunks.kld
+[ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
+  --kl-divergence-base "$kld_base" > "$work/base.log" 2>&1
 layers=$("$kaiju" inspect "$f16" | awk '$1 ~ /^blk\.[0-9]+\./ { split($1, a, "."); if (a[2] + 1 > n) n = a[2] + 1 } END { print n }')
 groups=()
 for k in attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do groups+=("kind:$k=*=keep,$k=4"); done
 for ((l = 0; l < layers; l++)); do groups+=("layer:$l=*=keep,*@$l=4"); done
 for g in "${groups[@]}"; do
   name=${g%%=*} mix=${g#*=}; tag=${name/:/-}
-  [ -f "$work/$tag.gate.json" ] && continue
+  [ -f "$work/$tag.kld" ] && continue
   "$kaiju" --encode --quiet --f16 "$f16" --imatrix "$imatrix" --base "$f16" --out "$work/$tag.knot" \
     --mix "$mix" --telemetry "$work/$tag.telemetry.json" > /dev/null 2>&1
-  "$kaiju" gate --json --knot "$work/$tag.knot" --qspec "$qspec" --ref "$f16" --text "$text" --ctx "$ctx" \
-    --chunks "$chunks" --log "$work/$tag.gate.log" > "$work/$tag.gate.json.tmp" || true
-  mv "$work/$tag.gate.json.tmp" "$work/$tag.gate.json"
+  "$kaiju" convert --to f16 "$work/$tag.knot" "$work/$tag-f16.gguf" > /dev/null 2>&1
   rm -f "$work/$tag.knot"
-  printf '%-16s KLD %s\n' "$name" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["quality"]["kld_mean"])' "$work/$tag.gate.json")"
+  "$bin/llama-perplexity" -m "$work/$tag-f16.gguf" -c "$ctx" --chunks "$chunks" -t "$threads" \
+    --kl-divergence-base "$kld_base" --kl-divergence > "$work/$tag.llama.log" 2>&1
+  rm -f "$work/$tag-f16.gguf"
+  awk 'index($0, "Mean    KLD") == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$work/$tag.llama.log" > "$work/$tag.kld"
+  printf '%-16s KLD %s\n' "$name" "$(cat "$work/$tag.kld")"
 done
 python3 - "$work" "$layers" <<'PY'
 import json, sys, re, os
 work, n = sys.argv[1], int(sys.argv[2])
 kinds = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
 def load(tag):
-    g = json.load(open(f"{work}/{tag}.gate.json"))["quality"]["kld_mean"]
+    g = float(open(f"{work}/{tag}.kld").read())
     t = json.load(open(f"{work}/{tag}.telemetry.json"))["encoded"]
     errs = []
     for e in t:

@@ -12,25 +12,25 @@ pub struct Cli {
     #[arg(long, conflicts_with = "encode")]
     pub tick: bool,
     /// With --tick: carry the action out (submit the build).
-    #[arg(long, global = true)]
+    #[arg(long, requires = "tick")]
     pub submit: bool,
-    /// With --tick / plan / status / gate: machine-readable JSON output.
-    #[arg(long, global = true)]
+    /// With --tick: machine-readable JSON output (plan, status and gate take their own --json).
+    #[arg(long)]
     pub json: bool,
     /// Run the KAIJU1 encoder (inside the build container).
     #[arg(long)]
     pub encode: bool,
     /// Config file (TOML); default $KAIJU_CONFIG or <root>/config.toml.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub config: Option<PathBuf>,
     /// Local data root (buckets, builds, state); default under the XDG data dir.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub root: Option<PathBuf>,
     /// Queue file (default ./queue.txt).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub queue: Option<PathBuf>,
     /// qspec directory (default ./qspecs).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub qspecs: Option<PathBuf>,
     /// Control room: no action that submits, cancels or edits.
     #[arg(long)]
@@ -98,40 +98,85 @@ pub struct EncodeArgs {
     pub quiet: bool,
 }
 
+/// Where the campaign lives, for the commands that read or edit it. Each may also be given
+/// before the command (`kaiju-tui --root R status`), as cron lines already do.
+#[derive(Args, Debug, Default, Clone)]
+pub struct CampaignOpts {
+    /// Config file (TOML); default $KAIJU_CONFIG or <root>/config.toml.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Local data root (buckets, builds, state); default under the XDG data dir.
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Queue file (default ./queue.txt).
+    #[arg(long)]
+    pub queue: Option<PathBuf>,
+    /// qspec directory (default ./qspecs).
+    #[arg(long)]
+    pub qspecs: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Per-model and total cost / wall-clock estimates for the queue.
-    Plan,
+    Plan {
+        /// machine-readable JSON output
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// The zoo: state and prerequisite checkmarks per model.
-    Status,
+    Status {
+        /// machine-readable JSON output
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// Build substitutions for a model's KAIJU encode build.
     GateParams {
         id: String,
         #[arg(long, default_value = "json", value_parser = ["json", "shell", "gcloud-subst"])]
         format: String,
+        #[command(flatten)]
+        at: CampaignOpts,
     },
     /// Hold a model (the watcher skips it).
     Hold {
         id: String,
         #[arg(long)]
         reason: Option<String>,
+        #[command(flatten)]
+        at: CampaignOpts,
     },
     /// Release a held model (back to the state it had, or --to another one).
     Unhold {
         id: String,
         #[arg(long)]
         to: Option<String>,
+        #[command(flatten)]
+        at: CampaignOpts,
     },
     /// Clear a model's markers so the watcher takes it again.
-    Requeue { id: String },
+    Requeue {
+        id: String,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// Move a model up or down the queue.
     Move {
         id: String,
         #[arg(value_parser = ["up", "down"])]
         dir: String,
+        #[command(flatten)]
+        at: CampaignOpts,
     },
     /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship SmolLM2-135M.
-    Demo,
+    Demo {
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// (internal) execute a local build directory.
     #[command(hide = true)]
     RunBuild { dir: PathBuf },
@@ -185,6 +230,12 @@ pub enum Cmd {
         /// human-readable gate log (default: next to the knot, <knot>.gate.log)
         #[arg(long)]
         log: Option<PathBuf>,
+        /// machine-readable JSON output
+        #[arg(long)]
+        json: bool,
+        /// config file whose [gate] thresholds apply (default $KAIJU_CONFIG or <root>/config.toml)
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// telemetry JSON to merge the gate result into
         #[arg(long)]
         telemetry: Option<PathBuf>,
@@ -241,7 +292,32 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The campaign options and `--json` a subcommand was given, taken into the top level (where
+/// the commands read them); a value given before the command stays unless repeated after it.
+fn absorb(mut cli: Cli) -> Cli {
+    let (at, json) = match &mut cli.cmd {
+        Some(Cmd::Plan { json, at } | Cmd::Status { json, at }) => (std::mem::take(at), *json),
+        Some(
+            Cmd::GateParams { at, .. }
+            | Cmd::Hold { at, .. }
+            | Cmd::Unhold { at, .. }
+            | Cmd::Requeue { at, .. }
+            | Cmd::Move { at, .. }
+            | Cmd::Demo { at },
+        ) => (std::mem::take(at), false),
+        Some(Cmd::Gate { json, config, .. }) => (CampaignOpts { config: config.take(), ..Default::default() }, *json),
+        _ => (CampaignOpts::default(), false),
+    };
+    cli.config = at.config.or(cli.config);
+    cli.root = at.root.or(cli.root);
+    cli.queue = at.queue.or(cli.queue);
+    cli.qspecs = at.qspecs.or(cli.qspecs);
+    cli.json |= json;
+    cli
+}
+
 fn run(cli: Cli) -> anyhow::Result<u8> {
+    let cli = absorb(cli);
     if let Some(t) = cli.enc.threads {
         rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
     }
@@ -256,14 +332,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             crate::backend::pipeline::run_build(&dir);
             Ok(exit::OK)
         }
-        Some(Cmd::Plan) => crate::commands::plan(&cli),
-        Some(Cmd::Status) => crate::commands::status(&cli),
-        Some(Cmd::GateParams { ref id, ref format }) => crate::commands::gate_params(&cli, id, format),
-        Some(Cmd::Hold { ref id, ref reason }) => crate::commands::hold(&cli, id, reason.as_deref()),
-        Some(Cmd::Unhold { ref id, ref to }) => crate::commands::unhold(&cli, id, to.as_deref()),
-        Some(Cmd::Requeue { ref id }) => crate::commands::requeue(&cli, id),
-        Some(Cmd::Move { ref id, ref dir }) => crate::commands::move_model(&cli, id, dir),
-        Some(Cmd::Demo) => crate::commands::demo(&cli),
+        Some(Cmd::Plan { .. }) => crate::commands::plan(&cli),
+        Some(Cmd::Status { .. }) => crate::commands::status(&cli),
+        Some(Cmd::GateParams { ref id, ref format, .. }) => crate::commands::gate_params(&cli, id, format),
+        Some(Cmd::Hold { ref id, ref reason, .. }) => crate::commands::hold(&cli, id, reason.as_deref()),
+        Some(Cmd::Unhold { ref id, ref to, .. }) => crate::commands::unhold(&cli, id, to.as_deref()),
+        Some(Cmd::Requeue { ref id, .. }) => crate::commands::requeue(&cli, id),
+        Some(Cmd::Move { ref id, ref dir, .. }) => crate::commands::move_model(&cli, id, dir),
+        Some(Cmd::Demo { .. }) => crate::commands::demo(&cli),
         Some(Cmd::Convert { to, input, output }) => {
             anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
             let n = crate::convert::to_f16_file(&input, &output, false)?;
@@ -298,6 +374,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             ppl_chunks,
             ref log,
             ref telemetry,
+            ..
         }) => {
             // thresholds: the flags, else the configuration's [gate] (none in a build container)
             let conf = crate::commands::load_config(&cli)?.gate;

@@ -330,3 +330,38 @@ fn a_killed_runs_temp_file_is_reclaimed_by_the_next_run() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Each command's help lists its own options: no `--submit`, `--queue` or `--json` where they
+/// do nothing; the campaign options work after the command as before it; cron's `--tick
+/// --submit --json` still parses, and `--submit` without `--tick` is refused.
+#[test]
+fn each_command_help_shows_its_own_options() {
+    let help = |args: &[&str]| stdout(&run(args, &common::repo()));
+    let gate = help(&["gate", "--help"]);
+    for absent in ["--submit", "--queue", "--qspecs", "--root"] {
+        assert!(!gate.contains(absent), "gate --help lists {absent}:\n{gate}");
+    }
+    assert!(gate.contains("--json") && gate.contains("--config") && gate.contains("--kld-max"), "{gate}");
+    let inspect = help(&["inspect", "--help"]);
+    for absent in ["--submit", "--json", "--queue", "--root", "--config"] {
+        assert!(!inspect.contains(absent), "inspect --help lists {absent}:\n{inspect}");
+    }
+    let status = help(&["status", "--help"]);
+    for present in ["--json", "--root", "--queue", "--qspecs", "--config"] {
+        assert!(status.contains(present), "status --help lacks {present}:\n{status}");
+    }
+    assert!(!status.contains("--submit"), "{status}");
+    let top = help(&["--help"]);
+    assert!(top.contains("--tick") && top.contains("--submit") && top.contains("--encode"), "{top}");
+
+    // before or after the command: the same answer
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let before = run(&["--root", root, "--queue", "queue.txt", "plan", "--json"], &common::repo());
+    let after = run(&["plan", "--json", "--root", root, "--queue", "queue.txt"], &common::repo());
+    assert!(before.status.success() && after.status.success(), "{before:?} {after:?}");
+    assert_eq!(stdout(&before), stdout(&after));
+    let o = run(&["--submit", "status"], &common::repo());
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--tick"), "{o:?}");
+}

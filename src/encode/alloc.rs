@@ -132,56 +132,76 @@ pub fn allocate(items: &[Item], fixed_bits: u64, budget_bits: u64) -> Result<All
     Ok(Allocation { chosen, bits, predicted, lambda })
 }
 
-/// How much a unit of imatrix-weighted relative error costs the model, by tensor kind
-/// (relative; mean 1): the separable fit `KLD(group) = Σ kind_gain · depth_gain · err` to 37
-/// knots of the SmolLM2 fixture, each with one kind (all layers) or one layer (all kinds) at
-/// q=4 and everything else exact, scored by mean KLD at ctx 512 over GPL-3 + LGPL-2.1
-/// (`scripts/calibrate-sensitivity.sh`; docs/BENCHMARKS.md, "Quality per bit"). The fit
-/// predicts every kind's KLD within 2%. Noise in `ffn_down` costs four times what the
-/// same relative noise in `attn_q` does.
-const KIND_GAIN: [(&str, f64); 7] = [
-    ("attn_q", 0.501),
-    ("attn_k", 0.778),
-    ("attn_v", 0.646),
-    ("attn_output", 0.653),
-    ("ffn_gate", 1.110),
-    ("ffn_up", 1.339),
-    ("ffn_down", 1.974),
-];
-
-/// The same by depth, per layer of SmolLM2's 30 (KLD per unit of error at the kind gains
-/// above). A model of another depth reads it at the same relative depth l / (n − 1),
-/// interpolated linearly: the first and the last layer cost six times a middle one.
-const DEPTH_GAIN: [f64; 30] = [
-    0.444, 0.107, 0.128, 0.067, 0.065, 0.055, 0.066, 0.069, 0.082, 0.116, 0.092, 0.234, 0.074, 0.075, 0.093, 0.074,
-    0.088, 0.078, 0.083, 0.119, 0.093, 0.073, 0.086, 0.082, 0.086, 0.060, 0.064, 0.080, 0.119, 0.433,
-];
-
-/// The gain of a tensor: its kind's (fused and expert kinds take their parts' mean) times
-/// its depth's. Tensors outside `blk.N.` take the mean of everything.
-pub fn gain(name: &str, n_layers: u32) -> f64 {
-    let Some((kind, layer)) = matmul_kind_layer(name) else { return 1.0 };
-    let base = kind.trim_end_matches("_exps");
-    let kind_gain = match base {
-        "attn_qkv" => mean_of(&["attn_q", "attn_k", "attn_v"]),
-        "ffn_gate_up" => mean_of(&["ffn_gate", "ffn_up"]),
-        k => KIND_GAIN.iter().find(|(n, _)| *n == k).map(|&(_, g)| g).unwrap_or(1.0),
-    };
-    kind_gain * depth_gain(layer, n_layers)
+/// How much a unit of imatrix-weighted relative error costs the model, by tensor kind and by
+/// depth, measured on one fixture (`scripts/calibrate-sensitivity.sh`; docs/BENCHMARKS.md,
+/// "Quality per bit"): knots with one kind (all layers) or one layer (all kinds) at q=4 and
+/// everything else exact, scored by mean KLD at ctx 512 over GPL-3 + LGPL-2.1, and the
+/// separable fit `KLD(group) = Σ kind · depth · err` to them.
+#[derive(Debug)]
+pub struct Gains {
+    /// the fixture the table was measured on
+    pub source: &'static str,
+    /// per kind, relative (mean 1)
+    kind: [(&'static str, f64); 7],
+    /// per layer of the fixture; a model of another depth reads it at the same relative depth
+    /// l / (n − 1), interpolated linearly
+    depth: &'static [f64],
 }
 
-fn mean_of(kinds: &[&str]) -> f64 {
-    let g: Vec<f64> = KIND_GAIN.iter().filter(|(k, _)| kinds.contains(k)).map(|&(_, g)| g).collect();
-    g.iter().sum::<f64>() / g.len().max(1) as f64
+/// SmolLM2-135M (llama, 30 layers): noise in `ffn_down` costs four times what the same
+/// relative noise in `attn_q` does, and the first and last layers six times a middle one.
+/// The fit predicts every kind's KLD within 2%, and whole uniform knots' KLD within 10%.
+pub const LLAMA: Gains = Gains {
+    source: "SmolLM2-135M (llama)",
+    kind: [
+        ("attn_q", 0.501),
+        ("attn_k", 0.778),
+        ("attn_v", 0.646),
+        ("attn_output", 0.653),
+        ("ffn_gate", 1.110),
+        ("ffn_up", 1.339),
+        ("ffn_down", 1.974),
+    ],
+    depth: &[
+        0.444, 0.107, 0.128, 0.067, 0.065, 0.055, 0.066, 0.069, 0.082, 0.116, 0.092, 0.234, 0.074, 0.075, 0.093,
+        0.074, 0.088, 0.078, 0.083, 0.119, 0.093, 0.073, 0.086, 0.082, 0.086, 0.060, 0.064, 0.080, 0.119, 0.433,
+    ],
+};
+
+/// The table for an architecture (`general.architecture`): qwen2's own, else llama's.
+pub fn gains_for(arch: &str) -> &'static Gains {
+    match arch {
+        _ => &LLAMA,
+    }
 }
 
-fn depth_gain(layer: u32, n_layers: u32) -> f64 {
-    let x = if n_layers > 1 { layer.min(n_layers - 1) as f64 / (n_layers - 1) as f64 } else { 0.0 };
-    let k = DEPTH_GAIN.len();
-    let pos = x * (k - 1) as f64;
-    let i = (pos.floor() as usize).min(k - 2);
-    let t = pos - i as f64;
-    DEPTH_GAIN[i] * (1.0 - t) + DEPTH_GAIN[i + 1] * t
+impl Gains {
+    /// The gain of a tensor: its kind's (fused and expert kinds take their parts' mean)
+    /// times its depth's. Tensors outside `blk.N.` take 1.
+    pub fn gain(&self, name: &str, n_layers: u32) -> f64 {
+        let Some((kind, layer)) = matmul_kind_layer(name) else { return 1.0 };
+        let base = kind.trim_end_matches("_exps");
+        let kind_gain = match base {
+            "attn_qkv" => self.mean_of(&["attn_q", "attn_k", "attn_v"]),
+            "ffn_gate_up" => self.mean_of(&["ffn_gate", "ffn_up"]),
+            k => self.kind.iter().find(|(n, _)| *n == k).map(|&(_, g)| g).unwrap_or(1.0),
+        };
+        kind_gain * self.depth_gain(layer, n_layers)
+    }
+
+    fn mean_of(&self, kinds: &[&str]) -> f64 {
+        let g: Vec<f64> = self.kind.iter().filter(|(k, _)| kinds.contains(k)).map(|&(_, g)| g).collect();
+        g.iter().sum::<f64>() / g.len().max(1) as f64
+    }
+
+    fn depth_gain(&self, layer: u32, n_layers: u32) -> f64 {
+        let x = if n_layers > 1 { layer.min(n_layers - 1) as f64 / (n_layers - 1) as f64 } else { 0.0 };
+        let k = self.depth.len();
+        let pos = x * (k - 1) as f64;
+        let i = (pos.floor() as usize).min(k - 2);
+        let t = pos - i as f64;
+        self.depth[i] * (1.0 - t) + self.depth[i + 1] * t
+    }
 }
 
 /// Rows sampled per tensor to measure each option's error: 1/`SAMPLE_FRACTION` of them, at
@@ -318,6 +338,8 @@ pub struct Report {
     pub predicted_damage: f64,
     /// damage saved per bit by the last step taken
     pub lambda: f64,
+    /// the calibration the gains come from
+    pub gains: &'static str,
     pub sample_seconds: f64,
     /// tensors per choice, e.g. {"q4": 120, "q6": 60, "keep": 2}
     pub counts: BTreeMap<String, usize>,
@@ -386,14 +408,25 @@ mod tests {
 
     #[test]
     fn gains_follow_kind_and_depth() {
-        assert!(gain("blk.0.attn_q.weight", 30) > 0.0);
-        assert_eq!(gain("output.weight", 30), 1.0);
-        // interpolation stays within the table's range
-        let (lo, hi) = DEPTH_GAIN.iter().fold((f64::MAX, f64::MIN), |(a, b), &g| (a.min(g), b.max(g)));
-        for l in 0..30 {
-            let d = depth_gain(l, 30);
-            assert!(d >= lo - 1e-12 && d <= hi + 1e-12);
+        for g in [&LLAMA] {
+            assert!(g.gain("blk.0.attn_q.weight", 30) > 0.0);
+            assert_eq!(g.gain("output.weight", 30), 1.0);
+            // ffn_down costs more than attn_q per unit of error, the first layer more than a middle one
+            assert!(g.gain("blk.5.ffn_down.weight", 24) > g.gain("blk.5.attn_q.weight", 24), "{}", g.source);
+            assert!(g.gain("blk.0.ffn_up.weight", 24) > g.gain("blk.12.ffn_up.weight", 24), "{}", g.source);
+            // interpolation stays within the table's range, and the ends are the table's ends
+            let (lo, hi) = g.depth.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+            for n in [1u32, 7, 24, 30, 80] {
+                for l in 0..n {
+                    let d = g.depth_gain(l, n);
+                    assert!(d >= lo - 1e-12 && d <= hi + 1e-12, "{} {l}/{n}", g.source);
+                }
+            }
+            assert_eq!(g.depth_gain(0, 80), g.depth[0]);
+            assert_eq!(g.depth_gain(79, 80), *g.depth.last().unwrap());
+            let mean = g.kind.iter().map(|k| k.1).sum::<f64>() / 7.0;
+            assert!((mean - 1.0).abs() < 0.01, "{}: kind gains average {mean}", g.source);
         }
-        assert_eq!(depth_gain(0, 1), DEPTH_GAIN[0]);
+        assert_eq!(gains_for("llama").source, LLAMA.source);
     }
 }

@@ -360,6 +360,7 @@ fn resolve(
     }
     let t0 = Instant::now();
     let n_layers = block_count(base);
+    let gains = alloc::gains_for(base.architecture().unwrap_or(""));
     let (mut items, mut fixed_bits, mut weights) = (Vec::new(), 0u64, 0u64);
     let total: u64 = selected.iter().filter_map(|n| base.tensor(n)).map(|t| t.n_elements()).sum();
     let mut prog = Progress::new("sample", total, job.quiet);
@@ -383,7 +384,7 @@ fn resolve(
         items.push(alloc::Item {
             name: name.clone(),
             weights: bt.n_elements(),
-            gain: alloc::gain(name, n_layers),
+            gain: gains.gain(name, n_layers),
             opts: opts.collect(),
         });
         prog.advance(bt.n_elements(), name);
@@ -408,6 +409,7 @@ fn resolve(
         bpw: a.bits as f64 / weights.max(1) as f64,
         predicted_damage: a.predicted,
         lambda: a.lambda,
+        gains: gains.source,
         sample_seconds: t0.elapsed().as_secs_f64(),
         counts,
     });
