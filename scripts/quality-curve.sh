@@ -12,7 +12,7 @@
 # docs/quality-curve.svg (KLD against bpw, one panel per model) and .cache/quality-curve/*.tsv.
 # Usage: scripts/quality-curve.sh [smollm2|qwen05 ...]   (default: both)
 # Env: CTX=512 CHUNKS=16 QS="3 4 5 6 8" BUDGETS_smollm2="…" BUDGETS_qwen05="…"
-#      LLAMA_TYPES="IQ2_XXS IQ2_XS …" THREADS=$(nproc); points already in the .tsv are kept
+#      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc); points already in the .tsv are kept
 #      (delete it to measure again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,7 +78,7 @@ print("%.4f" % t["totals"]["bpw"], " ".join("%s:%d" % kv for kv in sorted(c.item
   }
   for q in $qs; do kaiju "KAIJU1 uniform" "q$q" --modulus "$q"; done
   for b in $budgets; do kaiju "KAIJU1 allocated" "bpw$b" --bpw "$b"; done
-  for b in $budgets; do kaiju "KAIJU1 allocated, keep" "bpw$b-keep" --bpw "$b" --keep; done
+  if [ "${KEEP:-1}" = 1 ]; then for b in $budgets; do kaiju "KAIJU1 allocated, keep" "bpw$b-keep" --bpw "$b" --keep; done; fi
   for t in $llama_types; do
     have "$t" && continue
     "$bin/llama-quantize" --imatrix "$imatrix" "$f16" "$work/$m-$t.gguf" "$t" "$threads" > "$work/$m-$t.quantize.log" 2>&1

@@ -158,9 +158,14 @@ pub enum Cmd {
         #[command(flatten)]
         at: CampaignOpts,
     },
-    /// Clear a model's markers so the watcher takes it again.
+    /// Clear a model's markers so the watcher takes it again; with --reencode, encode a
+    /// shipped model again (its knot stays until the new one passes its gate).
     Requeue {
         id: String,
+        /// submit one more encode even though the model's knot is shipped; the old knot,
+        /// telemetry and gate log are kept as <id>-kaiju1.prev.* when the new one ships
+        #[arg(long)]
+        reencode: bool,
         #[command(flatten)]
         at: CampaignOpts,
     },
@@ -236,6 +241,9 @@ pub enum Cmd {
         /// config file whose [gate] thresholds apply (default $KAIJU_CONFIG or <root>/config.toml)
         #[arg(long)]
         config: Option<PathBuf>,
+        /// data root whose config.toml applies when --config is not given
+        #[arg(long)]
+        root: Option<PathBuf>,
         /// telemetry JSON to merge the gate result into
         #[arg(long)]
         telemetry: Option<PathBuf>,
@@ -305,7 +313,9 @@ fn absorb(mut cli: Cli) -> Cli {
             | Cmd::Move { at, .. }
             | Cmd::Demo { at },
         ) => (std::mem::take(at), false),
-        Some(Cmd::Gate { json, config, .. }) => (CampaignOpts { config: config.take(), ..Default::default() }, *json),
+        Some(Cmd::Gate { json, config, root, .. }) => {
+            (CampaignOpts { config: config.take(), root: root.take(), ..Default::default() }, *json)
+        }
         _ => (CampaignOpts::default(), false),
     };
     cli.config = at.config.or(cli.config);
@@ -337,7 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::GateParams { ref id, ref format, .. }) => crate::commands::gate_params(&cli, id, format),
         Some(Cmd::Hold { ref id, ref reason, .. }) => crate::commands::hold(&cli, id, reason.as_deref()),
         Some(Cmd::Unhold { ref id, ref to, .. }) => crate::commands::unhold(&cli, id, to.as_deref()),
-        Some(Cmd::Requeue { ref id, .. }) => crate::commands::requeue(&cli, id),
+        Some(Cmd::Requeue { ref id, reencode, .. }) => crate::commands::requeue(&cli, id, reencode),
         Some(Cmd::Move { ref id, ref dir, .. }) => crate::commands::move_model(&cli, id, dir),
         Some(Cmd::Demo { .. }) => crate::commands::demo(&cli),
         Some(Cmd::Convert { to, input, output }) => {

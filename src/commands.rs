@@ -221,17 +221,29 @@ pub fn unhold(cli: &Cli, id: &str, to: Option<&str>) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn requeue(cli: &Cli, id: &str) -> anyhow::Result<u8> {
+pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let q = c.load_queue()?;
     anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
+    let knot = crate::backend::store::keys::kaiju_knot(id);
+    if reencode {
+        c.markers
+            .request_reencode(id)
+            .with_context(|| format!("writing the re-encode request in {}", c.markers.dir().display()))?;
+        println!(
+            "{id}: re-encode requested: the watcher submits one more encode at its next tick; a shipped knot \
+             ({}/{knot}) stays in place until the new one passes its gate, and is then kept as {}",
+            c.r2.describe(),
+            crate::backend::store::keys::kaiju_prev(&knot)
+        );
+        return Ok(exit::OK);
+    }
     c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
     // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
-    let knot = crate::backend::store::keys::kaiju_knot(id);
     match c.r2.head(&knot) {
         crate::backend::store::Probe::Present { .. } => println!(
             "{id}: markers cleared; its knot is shipped ({}/{knot}), so it stays DONE and the watcher will not \
-             encode it again (a re-encode of a shipped model needs that knot moved aside first)",
+             encode it again (`requeue {id} --reencode` asks for a re-encode)",
             c.r2.describe()
         ),
         crate::backend::store::Probe::Absent => {

@@ -259,7 +259,13 @@ impl Campaign {
             .set(&id, kind, &format!("submitted at {}\n", crate::backend::builds::now()))
             .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
         match self.builds.submit(&spec) {
-            Ok(b) => Ok(b),
+            Ok(b) => {
+                if spec.kind == BuildKind::Encode {
+                    // a re-encode asked for is now submitted: one request, one encode
+                    let _ = self.markers.remove(&id, "reencode");
+                }
+                Ok(b)
+            }
             Err(e) => {
                 let _ = self.markers.remove(&id, kind);
                 Err(e.into())

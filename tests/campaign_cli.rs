@@ -220,6 +220,26 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     assert!(stdout(&o).contains("its knot is shipped") && stdout(&o).contains("stays DONE"), "{o:?}");
     let o = run(&args(&["--submit"]), &root);
     assert_eq!(o.status.code(), Some(11), "{o:?}");
+    // requeue --reencode: one more encode; the shipped knot stays until the new one passes
+    // its gate, and is then kept under .prev names
+    let first = std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap();
+    let o = run(
+        &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m", "--reencode"],
+        &root,
+    );
+    assert!(stdout(&o).contains("re-encode requested") && stdout(&o).contains("kaiju1.prev.knot"), "{o:?}");
+    let a = run(&args(&["--submit"]), &root);
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
+    assert!(root.join("r2/models/smollm2-135m-kaiju1.knot").exists(), "the old knot stays while the new one is made");
+    wait_for_builds(&root);
+    assert_eq!(std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.prev.telemetry.json")).unwrap(), first);
+    for k in ["knot", "telemetry.json", "gate.log"] {
+        assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.prev.{k}")).exists(), "{k} kept");
+    }
+    assert_ne!(std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap(), first);
+    // one request, one encode: done again
+    let o = run(&args(&["--submit"]), &root);
+    assert_eq!(o.status.code(), Some(11), "{o:?}");
 }
 
 /// Cancelling a local build mid-encode kills its runner, removes its workspace (the
@@ -338,7 +358,7 @@ fn a_killed_runs_temp_file_is_reclaimed_by_the_next_run() {
 fn each_command_help_shows_its_own_options() {
     let help = |args: &[&str]| stdout(&run(args, &common::repo()));
     let gate = help(&["gate", "--help"]);
-    for absent in ["--submit", "--queue", "--qspecs", "--root"] {
+    for absent in ["--submit", "--queue", "--qspecs", "--tick"] {
         assert!(!gate.contains(absent), "gate --help lists {absent}:\n{gate}");
     }
     assert!(gate.contains("--json") && gate.contains("--config") && gate.contains("--kld-max"), "{gate}");

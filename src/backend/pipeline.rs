@@ -276,6 +276,21 @@ fn step_ship(cx: &mut Ctx) -> Result<(), String> {
     let id = cx.spec.model_id.clone();
     let out = out_knot(cx)?;
     let r2 = LocalStore::new(&cx.stores.r2_dir);
+    // a re-encode: the shipped knot, telemetry and gate log are kept under .prev names before
+    // the new ones (which passed their gate) replace them
+    if r2.head(&keys::kaiju_knot(&id)).is_present() {
+        for key in [keys::kaiju_knot(&id), keys::kaiju_telemetry(&id), keys::kaiju_gate_log(&id)] {
+            if !r2.head(&key).is_present() {
+                continue;
+            }
+            let tmp = cx.ws.join(".prev");
+            r2.get_to_file(&key, &tmp).map_err(|e| e.to_string())?;
+            let prev = keys::kaiju_prev(&key);
+            r2.put_file(&prev, &tmp).map_err(|e| e.to_string())?;
+            let _ = std::fs::remove_file(&tmp);
+            cx.line(&format!("kept the previous {key} as {}/{prev}", r2.describe()));
+        }
+    }
     // telemetry and log first: the knot's presence is what marks the model DONE
     for (src, key) in [
         (out.with_extension("telemetry.json"), keys::kaiju_telemetry(&id)),

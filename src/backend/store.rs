@@ -195,6 +195,10 @@ pub mod keys {
     pub fn kaiju_gate_log(id: &str) -> String {
         format!("models/{id}-kaiju1.gate.log")
     }
+    /// Where a re-encode keeps the previous knot's file of `key` (`models/<id>-kaiju1.prev.knot`, …).
+    pub fn kaiju_prev(key: &str) -> String {
+        key.replacen("-kaiju1.", "-kaiju1.prev.", 1)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Watcher markers: `<id>.done` (an encode was submitted) and `<id>.feeder` (a feeder was
 //! submitted). They make the tick idempotent: a marker is never acted on twice, and a failed
-//! build is not resubmitted in a loop; requeue clears them.
+//! build is not resubmitted in a loop; requeue clears them. `<id>.reencode` (`requeue
+//! --reencode`) asks for one more encode of a model whose knot is shipped; the executor
+//! removes it when it submits that encode.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 pub struct MarkerSet {
     pub done: BTreeSet<String>,
     pub feeder: BTreeSet<String>,
+    pub reencode: BTreeSet<String>,
 }
 
 pub struct Markers {
@@ -37,6 +40,8 @@ impl Markers {
                 m.done.insert(id.to_string());
             } else if let Some(id) = name.strip_suffix(".feeder") {
                 m.feeder.insert(id.to_string());
+            } else if let Some(id) = name.strip_suffix(".reencode") {
+                m.reencode.insert(id.to_string());
             }
         }
         Ok(m)
@@ -57,6 +62,13 @@ impl Markers {
     pub fn clear(&self, id: &str) -> std::io::Result<()> {
         self.remove(id, "done")?;
         self.remove(id, "feeder")
+    }
+
+    /// Requeue for a re-encode: clear the markers and ask for one more encode, even though
+    /// the model's knot is shipped (it stays in place until the new one passes its gate).
+    pub fn request_reencode(&self, id: &str) -> std::io::Result<()> {
+        self.clear(id)?;
+        self.set(id, "reencode", &format!("requested at {}\n", crate::backend::builds::now()))
     }
 
     pub fn dir(&self) -> &Path {

@@ -5,7 +5,8 @@
 //! 1. any build of ours in flight (it carries `_HF_SOURCE`, `_KNOT_NAME` or `_OUT_KEY`)
 //!    → nothing (one build at a time);
 //! 2. otherwise walk the queue in order, per model:
-//!    OUT-OF-SCOPE → skip · HOLD → skip, loudly · KAIJU1 knot shipped → done ·
+//!    OUT-OF-SCOPE → skip · HOLD → skip, loudly · KAIJU1 knot shipped → done, unless a
+//!    `.reencode` marker asks for one more encode (then it goes on like an unshipped model) ·
 //!    any UNKNOWN check → stop this tick (UNKNOWN is never ABSENT) ·
 //!    `.done` marker without a shipped knot → encode FAILED, skip (requeue to retry) ·
 //!    READY → **submit encode** · EXTERNAL → skip (prerequisites come from outside) ·
@@ -92,8 +93,8 @@ pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
     }
 }
 
-fn is_done(inv: &Inventory, id: &str) -> bool {
-    inv.get(id).is_some_and(|m| m.output.is_present())
+fn is_done(inv: &Inventory, markers: &MarkerSet, id: &str) -> bool {
+    inv.get(id).is_some_and(|m| m.output.is_present()) && !markers.reencode.contains(id)
 }
 
 pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet) -> Decision {
@@ -132,7 +133,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
                 notes,
             };
         };
-        if m.output.is_present() {
+        if m.output.is_present() && !markers.reencode.contains(id) {
             continue;
         }
         let unknown = m.unknowns();
@@ -179,7 +180,8 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             Next::Encode => unreachable!("handled above"),
         }
     }
-    let all_done = queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, &e.id));
+    let all_done =
+        queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, markers, &e.id));
     Decision { action: None, outcome: if all_done { Outcome::AllDone } else { Outcome::Idle }, notes }
 }
 
@@ -317,6 +319,26 @@ mod tests {
         let d = decide(&q, &i, &[], &none());
         assert_eq!(d.action, None);
         assert_eq!(d.outcome, Outcome::AllDone);
+    }
+
+    #[test]
+    fn a_reencode_request_encodes_a_shipped_model_once() {
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
+        let mut m = none();
+        m.reencode.insert("a".into());
+        let d = decide(&q, &i, &[], &m);
+        assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }));
+        // not all done while a re-encode is asked for, even if it cannot go yet
+        let (q2, i2) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), P));
+        let d = decide(&q2, &i2, &[], &m);
+        assert_ne!(d.outcome, Outcome::AllDone);
+        // a re-encode waits behind a build in flight like any encode
+        let b = build(&["_OUT_KEY"], BuildStatus::Working);
+        assert!(matches!(decide(&q, &i, &[b], &m).outcome, Outcome::Busy { .. }));
+        // once submitted (the executor removed the request; .done set) the shipped knot is done again
+        let mut after = none();
+        after.done.insert("a".into());
+        assert_eq!(decide(&q, &i, &[], &after).outcome, Outcome::AllDone);
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum Op {
     Requeue {
         id: String,
     },
+    Reencode {
+        id: String,
+    },
     Move {
         id: String,
         dir: i32,
@@ -44,6 +47,10 @@ impl Op {
             Op::Hold { id } => format!("hold {id}"),
             Op::Unhold { id } => format!("release {id} from HOLD"),
             Op::Requeue { id } => format!("requeue {id} (clear its markers)"),
+            Op::Reencode { id } => format!(
+                "re-encode {id}: one more encode build; the shipped knot stays until the new one passes its gate, \
+                 then is kept as {id}-kaiju1.prev.knot"
+            ),
             Op::Move { id, dir } => format!("move {id} {} the queue", if *dir < 0 { "up" } else { "down" }),
             Op::Cancel { id, build } => format!("cancel build {build} of {id}"),
         }
@@ -447,7 +454,7 @@ impl App {
                 self.show_diag = !self.show_diag;
                 vec![]
             }
-            Act::Submit | Act::Hold | Act::Requeue | Act::MoveUp | Act::MoveDown | Act::Cancel => {
+            Act::Submit | Act::Hold | Act::Requeue | Act::Reencode | Act::MoveUp | Act::MoveDown | Act::Cancel => {
                 let Some(r) = row else { return vec![] };
                 let id = r.id.clone();
                 match act {
@@ -474,6 +481,11 @@ impl App {
                     Act::Hold if r.state == ModelState::Hold => self.request(Op::Unhold { id }, 1),
                     Act::Hold => self.request(Op::Hold { id }, 1),
                     Act::Requeue => self.request(Op::Requeue { id }, 1),
+                    Act::Reencode if r.state != ModelState::Done => {
+                        self.note(format!("{id} has no shipped knot to re-encode: requeue (r) takes it again"));
+                        vec![]
+                    }
+                    Act::Reencode => self.request(Op::Reencode { id }, 1),
                     Act::MoveUp | Act::MoveDown if !self.readonly && self.sort != SortKey::Queue => {
                         self.note(format!(
                             "the zoo is sorted by {}: reorder the queue in queue order (press o until it says queue)",

@@ -77,6 +77,11 @@ fn run_op(c: &Campaign, op: &Op) -> Result<String, String> {
         Op::Unhold { id } => edit(&|q| q.unhold(id, None).map(|_| ())).map(|_| format!("{id}: released")),
         Op::Move { id, dir } => edit(&|q| q.move_by(id, *dir)).map(|_| format!("{id}: moved")),
         Op::Requeue { id } => c.markers.clear(id).map(|_| format!("{id}: requeued")).map_err(|e| e.to_string()),
+        Op::Reencode { id } => c
+            .markers
+            .request_reencode(id)
+            .map(|_| format!("{id}: re-encode requested for the next tick"))
+            .map_err(|e| e.to_string()),
         Op::Cancel { build, .. } => {
             c.builds.cancel(build).map(|_| format!("{build}: cancelled")).map_err(|e| e.to_string())
         }

@@ -609,3 +609,17 @@ fn an_unreachable_build_service_is_said_never_as_no_build_in_flight() {
     a.on_msg(Msg::Snapshot { rows, builds, at: NOW + 5.0, builds_error: None });
     assert!(!render(&a, 160, 48).contains("unreachable"));
 }
+
+#[test]
+fn reencode_asks_first_and_only_for_a_shipped_model() {
+    let mut a = app();
+    // smollm2-135m is DONE: R asks, y runs the re-encode request
+    assert!(a.on_key(key('R')).is_empty());
+    assert!(matches!(a.mode, Mode::Confirm { op: Op::Reencode { .. }, .. }));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Reencode { id: "smollm2-135m".into() })]);
+    // a model without a shipped knot: nothing to re-encode, and the note says what to do
+    a.on_key(key('j'));
+    assert!(a.on_key(key('R')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("no shipped knot") && a.status.contains("requeue"), "{}", a.status);
+}
