@@ -18,12 +18,7 @@ cargo build --release --quiet
 kaiju=$PWD/target/release/kaiju-tui
 bin=$(bash scripts/llama-cpp.sh llama-perplexity)
 text=$work/text.txt
-lic=/usr/share/common-licenses
-if [ -f $lic/Apache-2.0 ] && [ -f $lic/MPL-2.0 ] && [ -f $lic/GFDL-1.3 ]; then
-  cat $lic/Apache-2.0 $lic/MPL-2.0 $lic/GFDL-1.3 > "$text"
-else
-  cat LICENSE LICENSE LICENSE LICENSE > "$text"
-fi
+bash scripts/eval-text.sh "$text"
 ppl128=""
 field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$2"; }
 printf '%-8s %-3s %5s | %8s %8s %6s | %7s %7s %6s | %7s %7s %6s | %8s %8s %6s | %6s %9s %7s\n' \

@@ -27,12 +27,7 @@ py=.cache/llama/venv/bin/python
 "$py" -c 'import gguf.quants, numpy' 2>/dev/null ||
   .cache/llama/venv/bin/pip install --quiet numpy ./.cache/llama/src/gguf-py >&2
 text=$work/text.txt
-lic=/usr/share/common-licenses
-if [ -f $lic/Apache-2.0 ] && [ -f $lic/MPL-2.0 ] && [ -f $lic/GFDL-1.3 ]; then
-  cat $lic/Apache-2.0 $lic/MPL-2.0 $lic/GFDL-1.3 > "$text"
-else
-  cat LICENSE LICENSE LICENSE LICENSE > "$text"
-fi
+bash scripts/eval-text.sh "$text"
 field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$2"; }
 tsvs=()
 for m in "${models[@]}"; do

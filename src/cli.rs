@@ -20,18 +20,8 @@ pub struct Cli {
     /// Run the KAIJU1 encoder (inside the build container).
     #[arg(long)]
     pub encode: bool,
-    /// Config file (TOML); default $KAIJU_CONFIG or <root>/config.toml.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Local data root (buckets, builds, state); default under the XDG data dir.
-    #[arg(long)]
-    pub root: Option<PathBuf>,
-    /// Queue file (default ./queue.txt).
-    #[arg(long)]
-    pub queue: Option<PathBuf>,
-    /// qspec directory (default ./qspecs).
-    #[arg(long)]
-    pub qspecs: Option<PathBuf>,
+    #[command(flatten)]
+    pub at: CampaignOpts,
     /// Control room: no action that submits, cancels or edits.
     #[arg(long)]
     pub readonly: bool,
@@ -318,10 +308,13 @@ fn absorb(mut cli: Cli) -> Cli {
         }
         _ => (CampaignOpts::default(), false),
     };
-    cli.config = at.config.or(cli.config);
-    cli.root = at.root.or(cli.root);
-    cli.queue = at.queue.or(cli.queue);
-    cli.qspecs = at.qspecs.or(cli.qspecs);
+    let top = std::mem::take(&mut cli.at);
+    cli.at = CampaignOpts {
+        config: at.config.or(top.config),
+        root: at.root.or(top.root),
+        queue: at.queue.or(top.queue),
+        qspecs: at.qspecs.or(top.qspecs),
+    };
     cli.json |= json;
     cli
 }

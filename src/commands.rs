@@ -48,9 +48,9 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
 
 pub fn overrides(cli: &Cli) -> CliOverrides {
     CliOverrides {
-        root: cli.root.clone(),
-        queue: cli.queue.clone(),
-        qspecs: cli.qspecs.clone(),
+        root: cli.at.root.clone(),
+        queue: cli.at.queue.clone(),
+        qspecs: cli.at.qspecs.clone(),
         submit: cli.submit.then_some(true),
         theme: cli.theme.clone(),
         color: cli.color.clone(),
@@ -58,7 +58,7 @@ pub fn overrides(cli: &Cli) -> CliOverrides {
 }
 
 pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
-    Ok(Config::load(cli.config.as_deref(), &overrides(cli))?)
+    Ok(Config::load(cli.at.config.as_deref(), &overrides(cli))?)
 }
 
 fn runner() -> Runner {
@@ -328,15 +328,15 @@ pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
 }
 
 pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
-    let root = cli.root.clone().unwrap_or_else(|| crate::config::default_root().join("demo"));
+    let root = cli.at.root.clone().unwrap_or_else(|| crate::config::default_root().join("demo"));
     let ov = CliOverrides {
         root: Some(root.clone()),
-        queue: Some(cli.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
-        qspecs: Some(cli.qspecs.clone().unwrap_or_else(|| root.join("qspecs"))),
+        queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
+        qspecs: Some(cli.at.qspecs.clone().unwrap_or_else(|| root.join("qspecs"))),
         submit: Some(true),
         ..overrides(cli)
     };
-    let mut cfg = Config::load(cli.config.as_deref(), &ov)?;
+    let mut cfg = Config::load(cli.at.config.as_deref(), &ov)?;
     // the distributional gate's text, seeded with the demo (the project's own licence)
     cfg.gate.text.get_or_insert_with(|| root.join("gate-text.txt"));
     Ok(cfg)

@@ -711,6 +711,18 @@ mod tests {
         assert!(werr(&a) < 0.9 * werr(&b), "{} vs {}", werr(&a), werr(&b));
     }
 
+    /// The rows and importances of the pinned-output tests: Gaussian, or with heavy tails
+    /// (Gaussian × log-normal, as real weights have), and log-normal importances.
+    fn pinned_rows(n: usize, rows: usize, heavy: bool) -> (Vec<f32>, Vec<f32>) {
+        let mut w = gaussian_rows(n, rows, n as u64 + 17);
+        if heavy {
+            let mut rng = Rng(29);
+            w.iter_mut().for_each(|v| *v *= (rng.gauss() * 1.2).exp());
+        }
+        let mut rng = Rng(23);
+        (w, (0..n).map(|_| (rng.gauss() * 1.5).exp()).collect())
+    }
+
     const GOLDEN_KNOT_BYTES: u64 = 0x08af_6e2b_6689_957a;
 
     /// The encoder's exact output for every variant and search radius, with and without an
@@ -721,13 +733,7 @@ mod tests {
         // the last shape has heavy tails (Gaussian × log-normal), as real weights do: blocks
         // whose every candidate overloads the cell, and wrapped points that win
         for (n, rows, heavy) in [(576usize, 24usize, false), (4096 + 8, 4, false), (40, 8, false), (768, 32, true)] {
-            let mut w = gaussian_rows(n, rows, n as u64 + 17);
-            if heavy {
-                let mut rng = Rng(29);
-                w.iter_mut().for_each(|v| *v *= (rng.gauss() * 1.2).exp());
-            }
-            let mut rng = Rng(23);
-            let imp: Vec<f32> = (0..n).map(|_| (rng.gauss() * 1.5).exp()).collect();
+            let (w, imp) = pinned_rows(n, rows, heavy);
             let ones = vec![1f32; n];
             for (q, search) in [(4u32, 0u8), (4, 1), (4, 2), (5, 0), (6, 0)] {
                 for im in [&imp, &ones] {
@@ -750,13 +756,7 @@ mod tests {
     fn the_outer_variants_are_pinned_and_round_trip() {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
         for (n, rows, heavy) in [(576usize, 24usize, false), (4096 + 8, 4, false), (768, 32, true)] {
-            let mut w = gaussian_rows(n, rows, n as u64 + 17);
-            if heavy {
-                let mut rng = Rng(29);
-                w.iter_mut().for_each(|v| *v *= (rng.gauss() * 1.2).exp());
-            }
-            let mut rng = Rng(23);
-            let imp: Vec<f32> = (0..n).map(|_| (rng.gauss() * 1.5).exp()).collect();
+            let (w, imp) = pinned_rows(n, rows, heavy);
             for q in [3u32, 8] {
                 let v = Variant::new(q).unwrap();
                 let (bytes, st) = encode_tensor(&w, n, |_| &imp, EncodeOptions { variant: v, ..Default::default() });
