@@ -404,6 +404,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 log: Some(log.clone()),
                 telemetry: telemetry.clone(),
+                dense_limit: None,
             };
             let out = crate::gate::run(&job)?;
             if cli.json {

@@ -434,3 +434,50 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
         assert_eq!((e.modulus, e.why), (8, "mix"), "{}", e.name);
     }
 }
+
+/// The campaign's first size class, end to end on a real qwen2 model: Qwen2.5-Coder-0.5B
+/// converted to f16, encoded at the budget the shipped queue gives qwen2.5-0.5b (with the
+/// qwen2 gains), and gated: its argmax qspec (" Paris") and the distribution against the f16
+/// (weights streamed from the mapped files, so the pair stays within a small host's memory).
+#[test]
+fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = kaiju::campaign::queue::Queue::load(&common::asset("queue.txt")).unwrap();
+    let budget = queue.get("qwen2.5-0.5b").and_then(|e| e.bpw).expect("the shipped queue gives qwen2.5-0.5b a bpw=");
+    let out = dir.path().join("qwen05.knot");
+    let job = EncodeJob {
+        f16: common::qwen05_f16(),
+        imatrix: common::asset("assets/qwen05/qwen05.imatrix.gguf"),
+        base: common::qwen05(),
+        out: out.clone(),
+        telemetry: None,
+        opts: EncodeOptions::default(),
+        mix: Default::default(),
+        budget: Some(budget),
+        allow_keep: false,
+        quiet: true,
+    };
+    let t = encode::run(&job).unwrap();
+    let a = t.allocation.as_ref().unwrap();
+    assert!(t.totals.bpw <= budget, "{} > {budget}", t.totals.bpw);
+    assert_eq!(a.gains, kaiju::encode::alloc::QWEN2.source);
+    assert_eq!(t.encoded.len(), 168, "24 layers × 7 matmul kinds");
+    let text = common::ppl_text(dir.path());
+    let g = gate::run(&GateJob {
+        knot: out,
+        qspec: common::asset("assets/qwen05/qwen2.5-coder-0.5b.qspec.json"),
+        reference: Some(common::qwen05_f16()),
+        text: Some(text),
+        ctx: 128,
+        chunks: 2,
+        dense_limit: Some(0),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(g.passed(), "{}", g.log_text());
+    let q = g.quality.as_ref().expect("qwen2's BPE tokenizer: the distribution is checked");
+    eprintln!("qwen05 at {budget} bpw: KLD {:.3}, top-1 {:.1}%, PPL ratio {:.3}", q.kld_mean, q.top1_pct, q.ppl_ratio);
+    // at ctx 512 over 8 chunks this knot measures KLD 0.26, top-1 80% (docs/BENCHMARKS.md)
+    assert!(q.kld_mean > 0.0 && q.kld_mean < 0.6, "{q:?}");
+    assert!(q.top1_pct > 65.0 && q.ppl_ratio < 2.0, "{q:?}");
+}

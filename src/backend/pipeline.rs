@@ -261,6 +261,7 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         progress: false,
         log: Some(out.with_extension("gate.log")),
         telemetry: Some(out.with_extension("telemetry.json")),
+        dense_limit: None,
     };
     let g = crate::gate::run(&job).map_err(|e| e.to_string())?;
     for l in g.log_text().lines() {

@@ -199,6 +199,10 @@ pub struct GateJob {
     pub progress: bool,
     pub log: Option<PathBuf>,
     pub telemetry: Option<PathBuf>,
+    /// Bytes of weights each model may decode to f32 up front (None: the default budget, half
+    /// of it each when a reference is loaded); above it, weights are decoded a few rows at a
+    /// time on every matmul. `Some(0)` keeps memory at the mapped files (tests, small hosts).
+    pub dense_limit: Option<u64>,
 }
 
 /// Top-k (token, logit) pairs, highest first.
@@ -309,7 +313,11 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         None => None,
     };
     // two models in memory share the budget for weights decoded up front
-    let limit = if reference.is_some() { model::DEFAULT_DENSE_LIMIT / 2 } else { model::DEFAULT_DENSE_LIMIT };
+    let limit = job.dense_limit.unwrap_or(if reference.is_some() {
+        model::DEFAULT_DENSE_LIMIT / 2
+    } else {
+        model::DEFAULT_DENSE_LIMIT
+    });
     let m = Model::load(&g, limit)?;
     let rm = reference.as_ref().map(|rg| Model::load(rg, limit)).transpose()?;
     let load_seconds = t0.elapsed().as_secs_f64();

@@ -89,6 +89,27 @@ pub fn smollm2_f16() -> PathBuf {
     .clone()
 }
 
+/// The f16 truth of the Qwen2.5-Coder-0.5B fixture (our convert; cached).
+pub fn qwen05_f16() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let src = qwen05();
+        let p = repo().join(".cache/models/qwen2.5-coder-0.5b-f16.gguf");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(repo().join(".cache/models/.f16-qwen.lock"))
+            .unwrap();
+        lock.lock().unwrap();
+        if !p.exists() {
+            kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
+        }
+        p
+    })
+    .clone()
+}
+
 pub fn asset(rel: &str) -> PathBuf {
     repo().join(rel)
 }
