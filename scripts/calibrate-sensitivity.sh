@@ -32,11 +32,8 @@ esac
 lic=/usr/share/common-licenses
 text=$work/calib.txt
 if [ -f $lic/GPL-3 ] && [ -f $lic/LGPL-2.1 ]; then cat $lic/GPL-3 $lic/LGPL-2.1 > "$text"; else cat LICENSE LICENSE > "$text"; fi
-f16=$work/f16.gguf
-[ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null 2>&1
-kld_base=$work/calib-c$ctx-n$chunks.kld
-[ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
-  --kl-divergence-base "$kld_base" > "$work/base.log" 2>&1
+f16=$work/f16.gguf kld_base=$work/calib-c$ctx-n$chunks.kld
+bash scripts/reference-logits.sh "$base" "$f16" "$kld_base" "$text" "$ctx" "$chunks" "$threads"
 layers=$("$kaiju" inspect "$f16" | awk '$1 ~ /^blk\.[0-9]+\./ { split($1, a, "."); if (a[2] + 1 > n) n = a[2] + 1 } END { print n }')
 groups=()
 for k in attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down; do groups+=("kind:$k=*=keep,$k=4"); done

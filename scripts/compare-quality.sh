@@ -31,11 +31,8 @@ for m in "${models[@]}"; do
              qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json ;;
     *) echo "compare-quality: unknown model $m (smollm2, qwen05)" >&2; exit 2 ;;
   esac
-  f16=$work/$m-f16.gguf
-  [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null 2>&1
-  kld_base=$work/$m-c$ctx-n$chunks.kld
-  [ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
-    --kl-divergence-base "$kld_base" > "$work/$m-base.log" 2>&1
+  f16=$work/$m-f16.gguf kld_base=$work/$m-c$ctx-n$chunks.kld
+  bash scripts/reference-logits.sh "$base" "$f16" "$kld_base" "$text" "$ctx" "$chunks" "$threads"
   # the f16's perplexity at ctx 128 over 16 chunks, ours (the gate's --ppl-text) against llama.cpp's
   p_ours=$("$kaiju" gate --knot "$f16" --qspec "$qspec" --ppl-text "$text" --ppl-chunks 16 --log "$work/$m-ppl128.gate.log" |
     awk '/^perplexity ctx 128/ { print $NF }')

@@ -38,11 +38,8 @@ for m in "${models[@]}"; do
              qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json; budgets=${BUDGETS_qwen05:-2.4 2.7 3.0 3.3} ;;
     *) echo "quality-curve: unknown model $m (smollm2, qwen05)" >&2; exit 2 ;;
   esac
-  f16=$work/$m-f16.gguf
-  [ -f "$f16" ] || "$kaiju" convert --to f16 "$base" "$f16" >/dev/null 2>&1
-  kld_base=$work/$m-c$ctx-n$chunks.kld
-  [ -f "$kld_base" ] || "$bin/llama-perplexity" -m "$f16" -f "$text" -c "$ctx" --chunks "$chunks" -t "$threads" \
-    --kl-divergence-base "$kld_base" > "$work/$m-base.log" 2>&1
+  f16=$work/$m-f16.gguf kld_base=$work/$m-c$ctx-n$chunks.kld
+  bash scripts/reference-logits.sh "$base" "$f16" "$kld_base" "$text" "$ctx" "$chunks" "$threads"
   tsv=$work/$m-c$ctx-n$chunks.tsv; tsvs+=("$tsv"); touch "$tsv"
   have() { awk -F'\t' -v l="$1" '$2 == l { f = 1 } END { exit !f }' "$tsv"; }
   # score METHOD LABEL BPW F16COPY GATE MIX: one row of the table

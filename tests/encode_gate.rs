@@ -10,19 +10,29 @@ use kaiju::gguf::Gguf;
 fn encode(dir: &std::path::Path, q: u32) -> (std::path::PathBuf, encode::Telemetry) {
     let out = dir.join(format!("smol-q{q}.knot"));
     let job = EncodeJob {
+        telemetry: Some(dir.join(format!("smol-q{q}.telemetry.json"))),
+        opts: EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() },
+        ..smol_job(out.clone())
+    };
+    let t = encode::run(&job).unwrap();
+    (out, t)
+}
+
+/// An encode of the SmolLM2 fixture into `out` (default variant, no telemetry, no budget);
+/// each test changes what it exercises with struct-update syntax.
+fn smol_job(out: std::path::PathBuf) -> EncodeJob {
+    EncodeJob {
         f16: common::smollm2_f16(),
         imatrix: common::imatrix_gguf(),
         base: common::smollm2(),
-        out: out.clone(),
-        telemetry: Some(dir.join(format!("smol-q{q}.telemetry.json"))),
-        opts: EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() },
+        out,
+        telemetry: None,
+        opts: EncodeOptions::default(),
         mix: Default::default(),
         budget: None,
         allow_keep: true,
         quiet: true,
-    };
-    let t = encode::run(&job).unwrap();
-    (out, t)
+    }
 }
 
 #[test]
@@ -123,18 +133,7 @@ fn mismatched_inputs_are_listed() {
     let mut w = kaiju::gguf::GgufWriter::create(&other, &meta, plans).unwrap();
     w.write_tensor("blk.0.attn_q.weight", &[0u8; 256]).unwrap();
     w.finish().unwrap();
-    let job = EncodeJob {
-        f16: other.clone(),
-        imatrix: common::imatrix_gguf(),
-        base: common::smollm2(),
-        out: dir.path().join("never.knot"),
-        telemetry: None,
-        opts: EncodeOptions::default(),
-        mix: Default::default(),
-        budget: None,
-        allow_keep: true,
-        quiet: true,
-    };
+    let job = EncodeJob { f16: other.clone(), ..smol_job(dir.path().join("never.knot")) };
     let e = encode::run(&job).unwrap_err().to_string();
     assert!(e.contains("do not describe the same model"), "{e}");
     assert!(e.contains("blk.0.attn_q.weight: shape [32, 2] in the f16 truth but [576, 576] in the base knot"), "{e}");
@@ -297,18 +296,7 @@ fn an_output_that_is_an_input_is_refused() {
     let hard = dir.path().join("hard.gguf");
     std::fs::hard_link(&base, &hard).unwrap();
     for out in [base.clone(), link, hard] {
-        let job = EncodeJob {
-            f16: common::smollm2_f16(),
-            imatrix: common::imatrix_gguf(),
-            base: base.clone(),
-            out: out.clone(),
-            telemetry: None,
-            opts: EncodeOptions::default(),
-            mix: Default::default(),
-            budget: None,
-            allow_keep: true,
-            quiet: true,
-        };
+        let job = EncodeJob { base: base.clone(), ..smol_job(out.clone()) };
         let e = encode::run(&job).unwrap_err().to_string();
         assert_eq!(
             e,
@@ -320,16 +308,9 @@ fn an_output_that_is_an_input_is_refused() {
         );
     }
     let job = EncodeJob {
-        f16: common::smollm2_f16(),
-        imatrix: common::imatrix_gguf(),
         base: base.clone(),
-        out: dir.path().join("ok.knot"),
         telemetry: Some(common::imatrix_gguf()),
-        opts: EncodeOptions::default(),
-        mix: Default::default(),
-        budget: None,
-        allow_keep: true,
-        quiet: true,
+        ..smol_job(dir.path().join("ok.knot"))
     };
     assert!(encode::run(&job).unwrap_err().to_string().starts_with("--telemetry "));
     assert_eq!(std::fs::metadata(&base).unwrap().len(), before, "the base knot is untouched");
@@ -383,16 +364,11 @@ fn swapped_inputs_are_warned_about() {
 fn an_allocated_knot_keeps_its_budget_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let job = |budget: f64, mix: &str, allow_keep: bool, name: &str| EncodeJob {
-        f16: common::smollm2_f16(),
-        imatrix: common::imatrix_gguf(),
-        base: common::smollm2(),
-        out: dir.path().join(format!("{name}.knot")),
         telemetry: Some(dir.path().join(format!("{name}.telemetry.json"))),
-        opts: EncodeOptions::default(),
         mix: encode::Mix::parse(mix).unwrap(),
         budget: Some(budget),
         allow_keep,
-        quiet: true,
+        ..smol_job(dir.path().join(format!("{name}.knot")))
     };
     let t = encode::run(&job(2.6, "", true, "a")).unwrap();
     let a = t.allocation.as_ref().expect("an allocation report");

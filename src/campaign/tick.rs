@@ -133,7 +133,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
                 notes,
             };
         };
-        if m.output.is_present() && !markers.reencode.contains(id) {
+        if is_done(inv, markers, id) {
             continue;
         }
         let unknown = m.unknowns();

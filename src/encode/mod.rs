@@ -319,12 +319,17 @@ struct Resolved {
     report: Option<alloc::Report>,
 }
 
+/// Bytes of tensor `bt` in the form `c`.
+fn bytes_of(c: Choice, bt: &TensorInfo) -> u64 {
+    match c {
+        Choice::Kaiju(v) => kaiju1::row_bytes(bt.ne0() as usize, v) as u64 * bt.n_rows(),
+        Choice::Keep => bt.size,
+    }
+}
+
 /// Bits of tensor `bt` in the form `c`.
 fn bits_of(c: Choice, bt: &TensorInfo) -> u64 {
-    match c {
-        Choice::Kaiju(v) => kaiju1::row_bytes(bt.ne0() as usize, v) as u64 * bt.n_rows() * 8,
-        Choice::Keep => bt.size * 8,
-    }
+    bytes_of(c, bt) * 8
 }
 
 /// The number of transformer blocks: `<arch>.block_count`, else one past the highest
@@ -361,12 +366,11 @@ fn resolve(
     let t0 = Instant::now();
     let n_layers = block_count(base);
     let gains = alloc::gains_for(base.architecture().unwrap_or(""));
-    let (mut items, mut fixed_bits, mut weights) = (Vec::new(), 0u64, 0u64);
-    let total: u64 = selected.iter().filter_map(|n| base.tensor(n)).map(|t| t.n_elements()).sum();
-    let mut prog = Progress::new("sample", total, job.quiet);
+    let (mut items, mut fixed_bits) = (Vec::new(), 0u64);
+    let weights: u64 = selected.iter().filter_map(|n| base.tensor(n)).map(|t| t.n_elements()).sum();
+    let mut prog = Progress::new("sample", weights, job.quiet);
     for name in selected {
         let bt = base.tensor(name).expect("selected from the base knot");
-        weights += bt.n_elements();
         if let Some(c) = job.mix.pinned(name) {
             fixed_bits += bits_of(c, bt);
             r.choices.insert(name.clone(), c);
@@ -429,9 +433,8 @@ fn write_tensors(
         .tensors
         .iter()
         .map(|t| match choice_of(&t.name) {
-            Some(Choice::Kaiju(v)) => {
-                let size = kaiju1::row_bytes(t.ne0() as usize, v) as u64 * t.n_rows();
-                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(v.type_id()), size }
+            Some(c @ Choice::Kaiju(v)) => {
+                TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: TypeId(v.type_id()), size: bytes_of(c, t) }
             }
             _ => TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size },
         })

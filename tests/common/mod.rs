@@ -68,46 +68,33 @@ pub fn qwen05() -> PathBuf {
     .clone()
 }
 
+/// `src` converted to F16 by our convert as `.cache/models/<name>`, once (under a lock shared
+/// by the test binaries).
+fn converted_f16(src: PathBuf, name: &str) -> PathBuf {
+    let p = repo().join(".cache/models").join(name);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(repo().join(format!(".cache/models/.{name}.lock")))
+        .unwrap();
+    lock.lock().unwrap();
+    if !p.exists() {
+        kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
+    }
+    p
+}
+
 /// The f16 truth of the fixture (our convert; cached).
 pub fn smollm2_f16() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let src = smollm2();
-        let p = repo().join(".cache/models/smollm2-135m-f16.gguf");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(repo().join(".cache/models/.f16.lock"))
-            .unwrap();
-        lock.lock().unwrap();
-        if !p.exists() {
-            kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
-        }
-        p
-    })
-    .clone()
+    P.get_or_init(|| converted_f16(smollm2(), "smollm2-135m-f16.gguf")).clone()
 }
 
 /// The f16 truth of the Qwen2.5-Coder-0.5B fixture (our convert; cached).
 pub fn qwen05_f16() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let src = qwen05();
-        let p = repo().join(".cache/models/qwen2.5-coder-0.5b-f16.gguf");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(repo().join(".cache/models/.f16-qwen.lock"))
-            .unwrap();
-        lock.lock().unwrap();
-        if !p.exists() {
-            kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
-        }
-        p
-    })
-    .clone()
+    P.get_or_init(|| converted_f16(qwen05(), "qwen2.5-coder-0.5b-f16.gguf")).clone()
 }
 
 pub fn asset(rel: &str) -> PathBuf {
