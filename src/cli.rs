@@ -1,9 +1,7 @@
-//! Command-line edge: argument parsing, dispatch, anyhow → exit codes.
+//! The command line: clap's definitions of the modes, commands and their options.
 
-use crate::codec::kaiju1::EncodeOptions;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
 #[command(name = "kaiju-tui", version, about = "Control room and KAIJU1 encoder for a model-zoo quantization campaign")]
@@ -269,27 +267,6 @@ pub enum Cmd {
     },
 }
 
-/// Exit codes (documented in the README).
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const FAILURE: u8 = 1;
-    pub const CONFIG: u8 = 2;
-    pub const BACKEND: u8 = 3;
-    pub const GATE_FAILED: u8 = 4;
-    pub const ALL_DONE: u8 = 11;
-}
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("kaiju-tui: error: {}", crate::commands::error_line(&e));
-            ExitCode::from(crate::commands::exit_code_of(&e))
-        }
-    }
-}
-
 /// The campaign options and `--json` a subcommand was given, taken into the top level (where
 /// the commands read them); a value given before the command stays unless repeated after it.
 fn absorb(mut cli: Cli) -> Cli {
@@ -319,168 +296,7 @@ fn absorb(mut cli: Cli) -> Cli {
     cli
 }
 
-fn run(cli: Cli) -> anyhow::Result<u8> {
-    let cli = absorb(cli);
-    if let Some(t) = cli.enc.threads {
-        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
-    }
-    if cli.encode {
-        return run_encode(&cli.enc);
-    }
-    if cli.tick {
-        return crate::commands::tick(&cli);
-    }
-    match cli.cmd {
-        Some(Cmd::RunBuild { dir }) => {
-            crate::backend::pipeline::run_build(&dir);
-            Ok(exit::OK)
-        }
-        Some(Cmd::Plan { .. }) => crate::commands::plan(&cli),
-        Some(Cmd::Status { .. }) => crate::commands::status(&cli),
-        Some(Cmd::GateParams { ref id, ref format, .. }) => crate::commands::gate_params(&cli, id, format),
-        Some(Cmd::Hold { ref id, ref reason, .. }) => crate::commands::hold(&cli, id, reason.as_deref()),
-        Some(Cmd::Unhold { ref id, ref to, .. }) => crate::commands::unhold(&cli, id, to.as_deref()),
-        Some(Cmd::Requeue { ref id, reencode, .. }) => crate::commands::requeue(&cli, id, reencode),
-        Some(Cmd::Move { ref id, ref dir, .. }) => crate::commands::move_model(&cli, id, dir),
-        Some(Cmd::Demo { .. }) => crate::commands::demo(&cli),
-        Some(Cmd::Convert { to, input, output }) => {
-            anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
-            let n = crate::convert::to_f16_file(&input, &output, false)?;
-            println!("{}: {n} bytes", output.display());
-            Ok(exit::OK)
-        }
-        Some(Cmd::Tokenize { model, file }) => {
-            let g = crate::gguf::Gguf::open(&model)?;
-            let tok = crate::gate::tokenizer::Tokenizer::from_gguf(&g)?;
-            let text = crate::gate::text::Text::load(&tok, &file)?;
-            let ids: Vec<String> = text.ids.iter().skip(text.bos.is_some() as usize).map(u32::to_string).collect();
-            println!("{}", ids.join(","));
-            Ok(exit::OK)
-        }
-        Some(Cmd::Inspect { file, with }) => {
-            print!("{}", crate::inspect::inspect(&file, with.as_deref())?);
-            Ok(exit::OK)
-        }
-        Some(Cmd::Gate {
-            ref knot,
-            ref qspec,
-            ref reference,
-            ref text,
-            ctx,
-            chunks,
-            kld_max,
-            top1_min,
-            ppl_ratio_max,
-            ref cases,
-            ref ppl_text,
-            ppl_max,
-            ppl_chunks,
-            ref log,
-            ref telemetry,
-            ..
-        }) => {
-            // thresholds: the flags, else the configuration's [gate] (none in a build container)
-            let conf = crate::commands::load_config(&cli)?.gate;
-            let thresholds = crate::gate::quality::Thresholds {
-                kld_max: kld_max.or(conf.kld_max),
-                top1_min: top1_min.or(conf.top1_min),
-                ppl_ratio_max: ppl_ratio_max.or(conf.ppl_ratio_max),
-            };
-            thresholds.validate("--").map_err(|e| anyhow::anyhow!(e.replace('_', "-")))?;
-            let log = log.clone().unwrap_or_else(|| gate_log_path(knot));
-            let job = crate::gate::GateJob {
-                knot: knot.clone(),
-                qspec: qspec.clone(),
-                extra_cases: crate::campaign::qspec::GateCase::parse_subst(cases)
-                    .map_err(|e| anyhow::anyhow!("--cases: {e}"))?,
-                ppl_text: ppl_text.clone(),
-                ppl_max,
-                ppl_chunks,
-                reference: reference.clone(),
-                text: text.clone(),
-                ctx,
-                chunks,
-                thresholds,
-                progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                log: Some(log.clone()),
-                telemetry: telemetry.clone(),
-                dense_limit: None,
-            };
-            let out = crate::gate::run(&job)?;
-            if cli.json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                print!("{}", out.log_text());
-                println!("gate log: {}", log.display());
-            }
-            Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
-        }
-        Some(Cmd::MintGate { f16, prompt, id, out }) => {
-            let q = crate::gate::mint(&f16, &prompt, id)?;
-            let json = serde_json::to_string_pretty(&q)? + "\n";
-            match out {
-                Some(p) => {
-                    crate::fsutil::write_atomic(&p, json.as_bytes())?;
-                    println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
-                }
-                None => print!("{json}"),
-            }
-            Ok(exit::OK)
-        }
-        None => crate::commands::tui(&cli),
-    }
-}
-
-fn run_encode(a: &EncodeArgs) -> anyhow::Result<u8> {
-    let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
-    let job = crate::encode::EncodeJob {
-        f16: need(&a.f16, "f16")?,
-        imatrix: need(&a.imatrix, "imatrix")?,
-        base: need(&a.base, "base")?,
-        out: need(&a.out, "out")?,
-        telemetry: a.telemetry.clone(),
-        opts: EncodeOptions {
-            variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92) or 8 (3.25)",
-                    a.modulus
-                )
-            })?,
-            search: a.search,
-            magnitude: a.magnitude,
-        },
-        mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
-        budget: match a.bpw.trim() {
-            "" => None,
-            b => {
-                Some(b.parse::<f64>().map_err(|_| anyhow::anyhow!("--bpw {b:?}: expected bits per weight, e.g. 2.6"))?)
-            }
-        },
-        allow_keep: a.keep,
-        quiet: a.quiet,
-    };
-    for w in crate::encode::input_warnings(&job.f16, &job.base) {
-        eprintln!("kaiju-tui: warning: {w}");
-    }
-    let t = crate::encode::run(&job)?;
-    let tt = &t.totals;
-    println!(
-        "encoded {} tensors ({} weights) at {:.3} bpw, copied {}; weighted SQNR {:.2} dB, SQNR {:.2} dB; {:.1}s encode, {:.2} M weights/core-s -> {}",
-        tt.encoded_tensors,
-        tt.encoded_weights,
-        tt.bpw,
-        tt.copied_tensors,
-        tt.weighted_sqnr_db,
-        tt.sqnr_db,
-        tt.encode_seconds,
-        tt.weights_per_core_second / 1e6,
-        t.out
-    );
-    Ok(exit::OK)
-}
-
-/// `<knot>.gate.log` beside the knot (`x.knot` → `x.gate.log`).
-pub fn gate_log_path(knot: &std::path::Path) -> PathBuf {
-    let stem = knot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "knot".into());
-    knot.with_file_name(format!("{stem}.gate.log"))
+/// The command line as given, with each command's campaign options taken into the top level.
+pub fn parse() -> Cli {
+    absorb(Cli::parse())
 }

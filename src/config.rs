@@ -324,9 +324,14 @@ impl RawConfig {
                 Err(ConfigError::Invalid(format!("cost.{key} = {v}: expected more than 0 and at most {max} ({what})")))
             }
         };
-        within("global_timeout_h", cost.global_timeout_h, crate::campaign::cost::MAX_TIMEOUT_H, "Cloud Build's limit")?;
+        within(
+            "global_timeout_h",
+            cost.global_timeout_h,
+            crate::backend::builds::MAX_TIMEOUT_H,
+            "Cloud Build's limit",
+        )?;
         within("encode_step_timeout_h", cost.encode_step_timeout_h, cost.global_timeout_h, "global_timeout_h")?;
-        within("disk_gb", cost.disk_gb, crate::campaign::cost::MAX_DISK_GB, "Cloud Build's limit")?;
+        within("disk_gb", cost.disk_gb, crate::backend::builds::MAX_DISK_GB, "Cloud Build's limit")?;
         // the estimates' figures: a negative or infinite one would show as a cost or an ETA
         for (key, v) in [
             ("encode_hours_per_7b", cost.encode_hours_per_7b),

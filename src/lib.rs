@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod convert;
 pub mod encode;
+pub mod exit;
 pub mod fsutil;
 pub mod gate;
 pub mod gguf;

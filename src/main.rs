@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    kaiju::cli::main()
+    kaiju::commands::main()
 }

@@ -3,8 +3,11 @@
 //! a single-flight OS file lock. `--tick` and the TUI's background task both call
 //! [`Campaign::tick`].
 
-use crate::backend::builds::{BuildInfo, BuildKind, BuildService, BuildSpec, LocalBuilds, LocalStores, Runner};
-use crate::backend::store::{LocalStore, ObjectStore};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildService, BuildSpec};
+use crate::backend::local::build_dir::LocalStores;
+use crate::backend::local::builds::{LocalBuilds, Runner};
+use crate::backend::local::store::LocalStore;
+use crate::backend::store::ObjectStore;
 use crate::campaign::cost;
 use crate::campaign::gate_params::{self, Buckets};
 use crate::campaign::inventory::{self, Inventory};
@@ -372,7 +375,7 @@ mod tests {
         let mut info = BuildInfo::queued("b-dead".into(), &spec, 1.0);
         info.status = crate::backend::builds::BuildStatus::Working;
         info.pid = Some(u32::MAX - 7); // no such process
-        crate::backend::builds::write_status(&dir, &info).unwrap();
+        crate::backend::local::build_dir::write_status(&dir, &info).unwrap();
         let got = c.builds.get("b-dead").unwrap();
         assert_eq!(got.status, crate::backend::builds::BuildStatus::InternalError);
         assert!(c.builds.list(true).unwrap().is_empty());

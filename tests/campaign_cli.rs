@@ -140,10 +140,10 @@ fn seeded_demo_root(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
             None,
         )
         .unwrap();
-    let hf = cfg.hf_dir.join(kaiju::commands::SMOL_HF);
+    let hf = cfg.hf_dir.join(kaiju::commands::demo::SMOL_HF);
     std::fs::create_dir_all(&hf).unwrap();
-    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::SMOL_FILE)).unwrap();
-    kaiju::commands::seed_demo(&cfg).unwrap();
+    std::fs::hard_link(common::smollm2(), hf.join(kaiju::commands::demo::SMOL_FILE)).unwrap();
+    kaiju::commands::demo::seed_demo(&cfg).unwrap();
     (root, cfg)
 }
 
@@ -246,7 +246,7 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
 /// half-written knot with it) and says so in its log.
 #[test]
 fn a_cancelled_build_leaves_no_workspace_and_says_so() {
-    use kaiju::backend::builds::Runner;
+    use kaiju::backend::local::builds::Runner;
     let d = tempfile::tempdir().unwrap();
     let (root, cfg) = seeded_demo_root(d.path());
     // the f16 truth and imatrix already minted: the next tick submits the encode

@@ -1,14 +1,9 @@
 //! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
 
 use super::queue::{Entry, Tag};
-use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP};
+use crate::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP, MAX_DISK_GB};
 use crate::config::CostConfig;
 use serde::Serialize;
-
-/// The largest disk a Cloud Build machine can have (`options.diskSizeGb`).
-pub const MAX_DISK_GB: f64 = 4000.0;
-/// The longest a Cloud Build build may run (`timeout`).
-pub const MAX_TIMEOUT_H: f64 = 24.0;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Estimate {

@@ -11,8 +11,8 @@ pub mod ui;
 mod tests;
 
 use crate::campaign::queue::Queue;
-use crate::cli::exit;
 use crate::config::ConfigError;
+use crate::exit;
 use crate::watcher::Campaign;
 use app::{App, Effect, Msg, Op};
 use crossterm::event::{self, Event, KeyEventKind};

@@ -252,7 +252,7 @@ fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             Line::from(Span::styled(
                 format!(
                     "build service unreachable since {} ({} ago): builds in flight unknown",
-                    crate::backend::pipeline::chrono_like(*since),
+                    crate::backend::builds::chrono_like(*since),
                     fmt_dur(app.now - since)
                 ),
                 app.theme.role(app.theme.bad),
@@ -323,7 +323,7 @@ fn draw_log(f: &mut Frame, app: &App, r: Rect) {
     let end = n.saturating_sub(app.log.scroll);
     let text = |(t, l): &(f64, String)| {
         if app.log.timestamps {
-            format!("{} {l}", crate::backend::pipeline::chrono_like(*t))
+            format!("{} {l}", crate::backend::builds::chrono_like(*t))
         } else {
             l.clone()
         }

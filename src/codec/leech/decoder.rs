@@ -763,8 +763,8 @@ pub fn decode_unweighted(y: &[f32; N]) -> Point {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::leech::{is_lattice_point, point_of};
     use crate::codec::leech::tests::{brute_force_dist, dist, fnv, Rng};
+    use crate::codec::leech::{is_lattice_point, point_of};
 
     const GOLDEN_DECODES: u64 = 0x2954_1f37_3806_8c5a;
     /// The AVX2 word sums and masks are the portable ones, bit for bit: the same sums (ties
@@ -906,7 +906,6 @@ mod tests {
         assert_eq!(n, 70_000);
         assert_eq!(h, GOLDEN_DECODES, "decoder outputs changed: {h:#x}");
     }
-
 
     #[test]
     fn mean_squared_error_on_uniform_input_matches_leech_second_moment() {

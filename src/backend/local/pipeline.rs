@@ -4,8 +4,10 @@
 //! encode: fetch-f16 → fetch-r2 → encode → gate → ship
 //! feeder: locate-source → convert → imatrix → persist
 
-use super::builds::{self, BuildInfo, BuildKind, BuildSpec, BuildStatus, LocalStores};
-use super::store::{keys, LocalStore, ObjectStore};
+use super::build_dir::{self, LocalStores};
+use super::store::LocalStore;
+use crate::backend::builds::{self, chrono_like, BuildInfo, BuildKind, BuildSpec, BuildStatus};
+use crate::backend::store::{keys, ObjectStore};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -44,23 +46,17 @@ impl Ctx {
 /// A named build step.
 type Step = (&'static str, fn(&mut Ctx) -> Result<(), String>);
 
-/// `HH:MM:SS` UTC of a unix time (no date crate needed for a log prefix).
-pub fn chrono_like(t: f64) -> String {
-    let s = t as u64 % 86_400;
-    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
 /// Run the build in `dir` to completion, recording status and log there.
 pub fn run_build(dir: &Path) {
     let read = |f: &str| std::fs::read(dir.join(f)).map_err(|e| format!("{f}: {e}"));
     let setup = (|| -> Result<Ctx, String> {
-        let spec: BuildSpec = serde_json::from_slice(&read(builds::SPEC_FILE)?).map_err(|e| e.to_string())?;
-        let stores: LocalStores = serde_json::from_slice(&read(builds::STORES_FILE)?).map_err(|e| e.to_string())?;
-        let info: BuildInfo = serde_json::from_slice(&read(builds::STATUS_FILE)?).map_err(|e| e.to_string())?;
+        let spec: BuildSpec = serde_json::from_slice(&read(build_dir::SPEC_FILE)?).map_err(|e| e.to_string())?;
+        let stores: LocalStores = serde_json::from_slice(&read(build_dir::STORES_FILE)?).map_err(|e| e.to_string())?;
+        let info: BuildInfo = serde_json::from_slice(&read(build_dir::STATUS_FILE)?).map_err(|e| e.to_string())?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join(builds::LOG_FILE))
+            .open(dir.join(build_dir::LOG_FILE))
             .map_err(|e| e.to_string())?;
         Ok(Ctx { dir: dir.into(), ws: dir.join("workspace"), spec, stores, info, log })
     })();
@@ -74,7 +70,7 @@ pub fn run_build(dir: &Path) {
     cx.info.status = BuildStatus::Working;
     cx.info.start_time = Some(builds::now());
     cx.info.pid = Some(std::process::id());
-    let _ = builds::write_status(dir, &cx.info);
+    let _ = build_dir::write_status(dir, &cx.info);
     let kind = cx.spec.kind;
     cx.line(&format!("build {} ({} for {}) starting", cx.info.id, kind.as_str(), cx.spec.model_id));
     let steps: Vec<Step> = match kind {
@@ -100,7 +96,7 @@ pub fn run_build(dir: &Path) {
             break;
         }
         cx.info.step = Some(name.to_string());
-        let _ = builds::write_status(dir, &cx.info);
+        let _ = build_dir::write_status(dir, &cx.info);
         cx.line(&format!("step {name}: start"));
         let t = builds::now();
         match f(&mut cx) {
@@ -135,7 +131,7 @@ pub fn run_build(dir: &Path) {
             cx.line("build FAILURE");
         }
     }
-    let _ = builds::write_status(dir, &cx.info);
+    let _ = build_dir::write_status(dir, &cx.info);
 }
 
 fn fetch(cx: &mut Ctx, sub: &str, dest: &str) -> Result<PathBuf, String> {

@@ -1,0 +1,209 @@
+//! The campaign commands: the tick, plan, status, gate-params, the queue edits, the control room.
+
+use super::{campaign, load_config};
+use crate::campaign::cost;
+use crate::campaign::gate_params::{self, Buckets, Format};
+use crate::campaign::qspec::GateKind;
+use crate::campaign::queue::{Queue, Tag};
+use crate::campaign::zoo;
+use crate::cli::Cli;
+use crate::config::ConfigError;
+use crate::exit;
+use anyhow::Context;
+
+pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
+    let r = campaign(load_config(cli)?).and_then(|c| Ok(c.tick(c.cfg.submit)?));
+    let r = match r {
+        Ok(r) => r,
+        // a cron caller reading JSON always gets an object: the outcome, the cause, the exit code
+        Err(e) if cli.json => {
+            let code = exit::code_of(&e);
+            println!("{}", serde_json::json!({"outcome": "error", "error": exit::error_line(&e), "exit": code}));
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    if cli.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        for n in &r.decision.notes {
+            eprintln!("{n}");
+        }
+        println!("{}", r.line());
+    }
+    Ok(if r.all_done() { exit::ALL_DONE } else { exit::OK })
+}
+
+pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    // the zoo's own estimates (what status and the control room show); with a backend down,
+    // the queue alone: nothing minted or shipped yet
+    let p = match c.view() {
+        Ok(s) => zoo::plan(&s.rows(&c), &c.cfg.cost),
+        Err(e) => {
+            eprintln!("kaiju-tui: warning: {e}: the plan assumes nothing is minted or shipped yet");
+            let q = Queue::load(&c.cfg.queue)?;
+            cost::plan(&q.entries, &c.cfg.cost, |e| (false, cost::needs_ladder(e, false)))
+        }
+    };
+    let cfg = &c.cfg;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        println!(
+            "plan for {} ({} at ${}/min; encode {}h and ladder {}h per 7B; timeouts {}h step / {}h global; disk at least {} GB, per B {} GB to encode and {} GB to feed, + 10)",
+            cfg.queue.display(),
+            cfg.cost.machine_type,
+            cfg.cost.usd_per_minute,
+            cfg.cost.encode_hours_per_7b,
+            cfg.cost.ladder_hours_per_7b,
+            cfg.cost.encode_step_timeout_h,
+            cfg.cost.global_timeout_h,
+            cfg.cost.disk_gb,
+            cfg.cost.disk_gb_per_b,
+            cfg.cost.feeder_disk_gb_per_b
+        );
+        print!("{}", p.table());
+    }
+    Ok(exit::OK)
+}
+
+pub fn status(cli: &Cli) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let s = c.view()?;
+    let rows = s.rows(&c);
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", zoo::table(&rows));
+        // the marks' meaning for a reader, not for a script reading the table
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            println!("{}", zoo::LEGEND);
+        }
+    }
+    // an outage: the table is shown all the same, then each cause once, and exit 3
+    let mut causes: Vec<String> = s.builds_error.iter().cloned().collect();
+    for m in s.inventory.values() {
+        for (_, e) in m.unknowns() {
+            // a store that cannot be reached is one cause, whichever object asked
+            let e = match (e.split_once(": "), e.find("cannot reach ")) {
+                (Some((store, _)), Some(i)) => format!("{store}: {}", &e[i..]),
+                _ => e,
+            };
+            if !causes.contains(&e) {
+                causes.push(e);
+            }
+        }
+    }
+    if causes.is_empty() {
+        return Ok(exit::OK);
+    }
+    for c in &causes {
+        eprintln!("kaiju-tui: UNKNOWN: {c}");
+    }
+    Ok(exit::BACKEND)
+}
+
+pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let q = Queue::load(&cfg.queue)?;
+    let e = q.get(id).ok_or_else(|| ConfigError::Invalid(format!("{id}: not in {}", cfg.queue.display())))?;
+    let path = crate::campaign::inventory::qspec_path(&cfg.qspecs, id);
+    let qs = match crate::campaign::qspec::classify_file(&path) {
+        GateKind::Argmax(q) => q,
+        other => {
+            return Err(
+                ConfigError::Invalid(format!("{}: {}", path.display(), other.reason().unwrap_or_default())).into()
+            )
+        }
+    };
+    let b = Buckets { gcs: &cfg.gcs_bucket, r2: &cfg.r2_bucket };
+    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max, &cfg.gate)
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    let f = match format {
+        "shell" => Format::Shell,
+        "gcloud-subst" => Format::GcloudSubst,
+        _ => Format::Json,
+    };
+    print!("{}", gate_params::render(&m, f));
+    Ok(exit::OK)
+}
+
+fn edit_queue(
+    cli: &Cli,
+    f: impl FnOnce(&mut Queue) -> Result<(), crate::campaign::queue::QueueError>,
+) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let mut q = Queue::load(&cfg.queue)?;
+    f(&mut q)?;
+    q.save()?;
+    Ok(exit::OK)
+}
+
+pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
+    edit_queue(cli, |q| q.hold(id, reason))?;
+    println!("{id}: HOLD");
+    Ok(exit::OK)
+}
+
+pub fn unhold(cli: &Cli, id: &str, to: Option<&str>) -> anyhow::Result<u8> {
+    let tag = match to {
+        Some(t) => Some(Tag::parse(t).filter(|t| *t != Tag::Hold).ok_or_else(|| {
+            ConfigError::Invalid(format!("--to {t:?}: expected READY-NOW, AUTO-FEED, EXTERNAL or OUT-OF-SCOPE"))
+        })?),
+        None => None,
+    };
+    let mut got = Tag::Hold;
+    edit_queue(cli, |q| q.unhold(id, tag).map(|t| got = t))?;
+    println!("{id}: {got}");
+    Ok(exit::OK)
+}
+
+pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let q = c.load_queue()?;
+    anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
+    let knot = crate::backend::store::keys::kaiju_knot(id);
+    if reencode {
+        c.markers
+            .request_reencode(id)
+            .with_context(|| format!("writing the re-encode request in {}", c.markers.dir().display()))?;
+        println!(
+            "{id}: re-encode requested: the watcher submits one more encode at its next tick; a shipped knot \
+             ({}/{knot}) stays in place until the new one passes its gate, and is then kept as {}",
+            c.r2.describe(),
+            crate::backend::store::keys::kaiju_prev(&knot)
+        );
+        return Ok(exit::OK);
+    }
+    c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
+    // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
+    match c.r2.head(&knot) {
+        crate::backend::store::Probe::Present { .. } => println!(
+            "{id}: markers cleared; its knot is shipped ({}/{knot}), so it stays DONE and the watcher will not \
+             encode it again (`requeue {id} --reencode` asks for a re-encode)",
+            c.r2.describe()
+        ),
+        crate::backend::store::Probe::Absent => {
+            println!("{id}: markers cleared; the watcher will take it again at its next tick")
+        }
+        crate::backend::store::Probe::Unknown(e) => {
+            println!("{id}: markers cleared; whether its knot is shipped is UNKNOWN ({e}): if it is, it stays DONE")
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub fn move_model(cli: &Cli, id: &str, dir: &str) -> anyhow::Result<u8> {
+    edit_queue(cli, |q| q.move_by(id, if dir == "up" { -1 } else { 1 }))?;
+    println!("{id}: moved {dir}");
+    Ok(exit::OK)
+}
+
+pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    // an invalid queue is said plainly before the screen is taken (exit 2), as the CLI says it
+    Queue::load(&cfg.queue)?;
+    let c = campaign(cfg)?;
+    crate::tui::run(c, crate::tui::Options { readonly: cli.readonly, yes: cli.yes })
+}

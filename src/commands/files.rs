@@ -1,0 +1,159 @@
+//! The data-plane commands: `--encode`, `gate`, `mint-gate`, `convert`, `tokenize`, `inspect`.
+
+use crate::cli::{Cli, Cmd, EncodeArgs};
+use crate::codec::kaiju1::EncodeOptions;
+use crate::exit;
+use std::path::{Path, PathBuf};
+
+/// `--encode`: re-encode the f16 into a KAIJU1 knot beside the base knot's other tensors.
+pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
+    let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
+    let job = crate::encode::EncodeJob {
+        f16: need(&a.f16, "f16")?,
+        imatrix: need(&a.imatrix, "imatrix")?,
+        base: need(&a.base, "base")?,
+        out: need(&a.out, "out")?,
+        telemetry: a.telemetry.clone(),
+        opts: EncodeOptions {
+            variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92) or 8 (3.25)",
+                    a.modulus
+                )
+            })?,
+            search: a.search,
+            magnitude: a.magnitude,
+        },
+        mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
+        budget: match a.bpw.trim() {
+            "" => None,
+            b => {
+                Some(b.parse::<f64>().map_err(|_| anyhow::anyhow!("--bpw {b:?}: expected bits per weight, e.g. 2.6"))?)
+            }
+        },
+        allow_keep: a.keep,
+        quiet: a.quiet,
+    };
+    for w in crate::encode::input_warnings(&job.f16, &job.base) {
+        eprintln!("kaiju-tui: warning: {w}");
+    }
+    let t = crate::encode::run(&job)?;
+    let tt = &t.totals;
+    println!(
+        "encoded {} tensors ({} weights) at {:.3} bpw, copied {}; weighted SQNR {:.2} dB, SQNR {:.2} dB; {:.1}s encode, {:.2} M weights/core-s -> {}",
+        tt.encoded_tensors,
+        tt.encoded_weights,
+        tt.bpw,
+        tt.copied_tensors,
+        tt.weighted_sqnr_db,
+        tt.sqnr_db,
+        tt.encode_seconds,
+        tt.weights_per_core_second / 1e6,
+        t.out
+    );
+    Ok(exit::OK)
+}
+
+/// `gate`: the argmax cases, the distributional check and the perplexity limit, one verdict.
+pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
+    let Some(Cmd::Gate {
+        ref knot,
+        ref qspec,
+        ref reference,
+        ref text,
+        ctx,
+        chunks,
+        kld_max,
+        top1_min,
+        ppl_ratio_max,
+        ref cases,
+        ref ppl_text,
+        ppl_max,
+        ppl_chunks,
+        ref log,
+        ref telemetry,
+        ..
+    }) = cli.cmd
+    else {
+        unreachable!("files::gate is called for the gate command")
+    };
+    // thresholds: the flags, else the configuration's [gate] (none in a build container)
+    let conf = super::load_config(cli)?.gate;
+    let thresholds = crate::gate::quality::Thresholds {
+        kld_max: kld_max.or(conf.kld_max),
+        top1_min: top1_min.or(conf.top1_min),
+        ppl_ratio_max: ppl_ratio_max.or(conf.ppl_ratio_max),
+    };
+    thresholds.validate("--").map_err(|e| anyhow::anyhow!(e.replace('_', "-")))?;
+    let log = log.clone().unwrap_or_else(|| gate_log_path(knot));
+    let job = crate::gate::GateJob {
+        knot: knot.clone(),
+        qspec: qspec.clone(),
+        extra_cases: crate::campaign::qspec::GateCase::parse_subst(cases)
+            .map_err(|e| anyhow::anyhow!("--cases: {e}"))?,
+        ppl_text: ppl_text.clone(),
+        ppl_max,
+        ppl_chunks,
+        reference: reference.clone(),
+        text: text.clone(),
+        ctx,
+        chunks,
+        thresholds,
+        progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        log: Some(log.clone()),
+        telemetry: telemetry.clone(),
+        dense_limit: None,
+    };
+    let out = crate::gate::run(&job)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", out.log_text());
+        println!("gate log: {}", log.display());
+    }
+    Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
+}
+
+/// `mint-gate`: an argmax qspec from the f16's own predictions.
+pub fn mint_gate(f16: &Path, prompt: &[String], id: Option<&str>, out: Option<&Path>) -> anyhow::Result<u8> {
+    let q = crate::gate::mint(f16, prompt, id.map(str::to_string))?;
+    let json = serde_json::to_string_pretty(&q)? + "\n";
+    match out {
+        Some(p) => {
+            crate::fsutil::write_atomic(p, json.as_bytes())?;
+            println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
+        }
+        None => print!("{json}"),
+    }
+    Ok(exit::OK)
+}
+
+/// `convert --to f16`: the local feeder's f16 step.
+pub fn convert(to: &str, input: &Path, output: &Path) -> anyhow::Result<u8> {
+    anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
+    let n = crate::convert::to_f16_file(input, output, false)?;
+    println!("{}: {n} bytes", output.display());
+    Ok(exit::OK)
+}
+
+/// `tokenize`: a text's token ids as the gate tokenizes it.
+pub fn tokenize(model: &Path, file: &Path) -> anyhow::Result<u8> {
+    let g = crate::gguf::Gguf::open(model)?;
+    let tok = crate::gate::tokenizer::Tokenizer::from_gguf(&g)?;
+    let text = crate::gate::text::Text::load(&tok, file)?;
+    let ids: Vec<String> = text.ids.iter().skip(text.bos.is_some() as usize).map(u32::to_string).collect();
+    println!("{}", ids.join(","));
+    Ok(exit::OK)
+}
+
+/// `inspect`: a file's summary (and imatrix coverage against `with`).
+pub fn inspect(file: &Path, with: Option<&Path>) -> anyhow::Result<u8> {
+    print!("{}", crate::inspect::inspect(file, with)?);
+    Ok(exit::OK)
+}
+
+/// `<knot>.gate.log` beside the knot (`x.knot` → `x.gate.log`).
+pub fn gate_log_path(knot: &std::path::Path) -> PathBuf {
+    let stem = knot.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "knot".into());
+    knot.with_file_name(format!("{stem}.gate.log"))
+}

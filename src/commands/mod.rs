@@ -1,0 +1,88 @@
+//! The edge: each CLI mode as a function over a loaded [`Config`] and [`Campaign`], and the
+//! dispatch from the parsed command line (anyhow only here and in [`crate::exit`]).
+//!
+//! [`campaign`]: the campaign commands and the control room; [`demo`]: the local demo;
+//! [`files`]: the encoder, the gate and the file tools.
+
+pub mod campaign;
+pub mod demo;
+pub mod files;
+
+use crate::backend::local::builds::Runner;
+use crate::cli::{Cli, Cmd};
+use crate::config::{CliOverrides, Config, ConfigError};
+use crate::exit;
+use crate::watcher::Campaign;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub fn main() -> ExitCode {
+    match run(crate::cli::parse()) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("kaiju-tui: error: {}", exit::error_line(&e));
+            ExitCode::from(exit::code_of(&e))
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    if let Some(t) = cli.enc.threads {
+        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
+    }
+    if cli.encode {
+        return files::encode(&cli.enc);
+    }
+    if cli.tick {
+        return campaign::tick(&cli);
+    }
+    match cli.cmd {
+        Some(Cmd::RunBuild { dir }) => {
+            crate::backend::local::pipeline::run_build(&dir);
+            Ok(exit::OK)
+        }
+        Some(Cmd::Plan { .. }) => campaign::plan(&cli),
+        Some(Cmd::Status { .. }) => campaign::status(&cli),
+        Some(Cmd::GateParams { ref id, ref format, .. }) => campaign::gate_params(&cli, id, format),
+        Some(Cmd::Hold { ref id, ref reason, .. }) => campaign::hold(&cli, id, reason.as_deref()),
+        Some(Cmd::Unhold { ref id, ref to, .. }) => campaign::unhold(&cli, id, to.as_deref()),
+        Some(Cmd::Requeue { ref id, reencode, .. }) => campaign::requeue(&cli, id, reencode),
+        Some(Cmd::Move { ref id, ref dir, .. }) => campaign::move_model(&cli, id, dir),
+        Some(Cmd::Demo { .. }) => demo::demo(&cli),
+        Some(Cmd::Convert { ref to, ref input, ref output }) => files::convert(to, input, output),
+        Some(Cmd::Tokenize { ref model, ref file }) => files::tokenize(model, file),
+        Some(Cmd::Inspect { ref file, ref with }) => files::inspect(file, with.as_deref()),
+        Some(Cmd::Gate { .. }) => files::gate(&cli),
+        Some(Cmd::MintGate { ref f16, ref prompt, ref id, ref out }) => {
+            files::mint_gate(f16, prompt, id.as_deref(), out.as_deref())
+        }
+        None => campaign::tui(&cli),
+    }
+}
+
+pub fn overrides(cli: &Cli) -> CliOverrides {
+    CliOverrides {
+        root: cli.at.root.clone(),
+        queue: cli.at.queue.clone(),
+        qspecs: cli.at.qspecs.clone(),
+        submit: cli.submit.then_some(true),
+        theme: cli.theme.clone(),
+        color: cli.color.clone(),
+    }
+}
+
+pub fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    Ok(Config::load(cli.at.config.as_deref(), &overrides(cli))?)
+}
+
+fn runner() -> Runner {
+    Runner::Spawn { exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kaiju-tui")) }
+}
+
+pub fn campaign(cfg: Config) -> anyhow::Result<Campaign> {
+    match cfg.backend.as_str() {
+        "local" => Ok(Campaign::local(cfg, runner())),
+        "cloud" => Ok(Campaign::cloud(cfg)?),
+        other => Err(ConfigError::Invalid(format!("backend = {other:?}: expected \"local\" or \"cloud\"")).into()),
+    }
+}
