@@ -3,8 +3,8 @@
 //! slowest and fastest run beside it: this kind of virtual machine varies by ±20% from
 //! minute to minute, so one figure alone says little. Set KAIJU_BENCH_QUICK=1 for a short run.
 
-use kaiju::codec::kaiju1::{self, EncodeOptions, Variant};
-use kaiju::codec::leech;
+use kaiju::dataplane::codec::kaiju1::{self, EncodeOptions, Variant};
+use kaiju::dataplane::codec::leech;
 use std::time::Instant;
 
 struct Rng(u64);

@@ -1,16 +1,16 @@
 //! `cargo bench --bench tui`: frame time of the control room for a 200-model zoo
 //! (TestBackend, 160×48 and 80×24), printed as a markdown table.
 
-use kaiju::backend::store::Probe;
-use kaiju::campaign::inventory::{Inventory, ModelInventory};
-use kaiju::campaign::markers::MarkerSet;
-use kaiju::campaign::qspec::GateKind;
-use kaiju::campaign::queue::Queue;
-use kaiju::campaign::zoo;
 use kaiju::config::CostConfig;
-use kaiju::tui::app::{App, Msg};
-use kaiju::tui::keymap::Keymap;
-use kaiju::tui::theme::Theme;
+use kaiju::controlplane::backend::store::Probe;
+use kaiju::controlplane::campaign::inventory::{Inventory, ModelInventory};
+use kaiju::controlplane::campaign::markers::MarkerSet;
+use kaiju::controlplane::campaign::queue::Queue;
+use kaiju::controlplane::campaign::zoo;
+use kaiju::controlplane::tui::app::{App, Msg};
+use kaiju::controlplane::tui::keymap::Keymap;
+use kaiju::controlplane::tui::theme::Theme;
+use kaiju::dataplane::gate::qspec::GateKind;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::time::Instant;
@@ -49,7 +49,7 @@ fn main() {
         for i in 0..n {
             app.selected = i % 200;
             let t0 = Instant::now();
-            t.draw(|f| kaiju::tui::ui::draw(f, &app)).unwrap();
+            t.draw(|f| kaiju::controlplane::tui::ui::draw(f, &app)).unwrap();
             max = max.max(t0.elapsed().as_secs_f64());
         }
         let mean = start.elapsed().as_secs_f64() / n as f64;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measure how much KL divergence a unit of imatrix-weighted error costs, by tensor kind and by
-# layer depth: the gains of the --bpw allocator (src/encode/alloc.rs, KIND_GAIN / DEPTH_GAIN).
+# layer depth: the gains of the --bpw allocator (src/dataplane/encode/alloc.rs, KIND_GAIN / DEPTH_GAIN).
 #
 # On the SmolLM2 fixture, with the f16 truth as the base (so every other tensor is exact):
 #   - one knot per matmul kind with only that kind's tensors (all layers) at q=4
@@ -14,7 +14,7 @@
 #   - the separable model KLD(group) = Σ_t kind_gain(kind_t) · depth_gain(layer_t) · err_t
 #     (err_t from each knot's telemetry) fitted by alternating the two factors.
 # Prints the measured KLD of every group, the fitted gains, and the Rust tables to paste
-# (src/encode/alloc.rs keeps one table per architecture).
+# (src/dataplane/encode/alloc.rs keeps one table per architecture).
 # Usage: scripts/calibrate-sensitivity.sh   (env: CHUNKS=4 CTX=512 MODEL=smollm2|qwen05)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -194,7 +194,7 @@ pub enum Cmd {
         #[arg(long, value_name = "FILE")]
         text: Option<PathBuf>,
         /// context of each chunk of the text; its second half is scored
-        #[arg(long, default_value_t = crate::gate::DEFAULT_CTX)]
+        #[arg(long, default_value_t = crate::dataplane::gate::DEFAULT_CTX)]
         ctx: usize,
         /// at most this many chunks (0: the whole text)
         #[arg(long, default_value_t = 0)]

@@ -110,8 +110,8 @@ impl Default for GateConfig {
 }
 
 impl GateConfig {
-    pub fn thresholds(&self) -> crate::gate::quality::Thresholds {
-        crate::gate::quality::Thresholds {
+    pub fn thresholds(&self) -> crate::dataplane::gate::quality::Thresholds {
+        crate::dataplane::gate::quality::Thresholds {
             kld_max: self.kld_max,
             top1_min: self.top1_min,
             ppl_ratio_max: self.ppl_ratio_max,
@@ -327,11 +327,11 @@ impl RawConfig {
         within(
             "global_timeout_h",
             cost.global_timeout_h,
-            crate::backend::builds::MAX_TIMEOUT_H,
+            crate::controlplane::backend::builds::MAX_TIMEOUT_H,
             "Cloud Build's limit",
         )?;
         within("encode_step_timeout_h", cost.encode_step_timeout_h, cost.global_timeout_h, "global_timeout_h")?;
-        within("disk_gb", cost.disk_gb, crate::backend::builds::MAX_DISK_GB, "Cloud Build's limit")?;
+        within("disk_gb", cost.disk_gb, crate::controlplane::backend::builds::MAX_DISK_GB, "Cloud Build's limit")?;
         // the estimates' figures: a negative or infinite one would show as a cost or an ETA
         for (key, v) in [
             ("encode_hours_per_7b", cost.encode_hours_per_7b),

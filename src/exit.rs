@@ -1,7 +1,7 @@
 //! How the program ends: the documented exit codes, and an error as one line and a code.
 
 use crate::config::ConfigError;
-use crate::watcher::WatchError;
+use crate::controlplane::watcher::WatchError;
 
 pub const OK: u8 = 0;
 pub const FAILURE: u8 = 1;
@@ -28,15 +28,16 @@ pub fn error_line(e: &anyhow::Error) -> String {
 /// Map an error to the documented exit code.
 pub fn code_of(e: &anyhow::Error) -> u8 {
     for c in e.chain() {
-        if c.downcast_ref::<ConfigError>().is_some() || c.downcast_ref::<crate::campaign::queue::QueueError>().is_some()
+        if c.downcast_ref::<ConfigError>().is_some()
+            || c.downcast_ref::<crate::controlplane::campaign::queue::QueueError>().is_some()
         {
             return CONFIG;
         }
         if let Some(w) = c.downcast_ref::<WatchError>() {
             return if w.is_config() { CONFIG } else { BACKEND };
         }
-        if c.downcast_ref::<crate::backend::builds::BuildError>().is_some()
-            || c.downcast_ref::<crate::backend::store::StoreError>().is_some()
+        if c.downcast_ref::<crate::controlplane::backend::builds::BuildError>().is_some()
+            || c.downcast_ref::<crate::controlplane::backend::store::StoreError>().is_some()
         {
             return BACKEND;
         }

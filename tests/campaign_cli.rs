@@ -246,7 +246,7 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
 /// half-written knot with it) and says so in its log.
 #[test]
 fn a_cancelled_build_leaves_no_workspace_and_says_so() {
-    use kaiju::backend::local::builds::Runner;
+    use kaiju::controlplane::backend::local::builds::Runner;
     let d = tempfile::tempdir().unwrap();
     let (root, cfg) = seeded_demo_root(d.path());
     // the f16 truth and imatrix already minted: the next tick submits the encode
@@ -256,7 +256,7 @@ fn a_cancelled_build_leaves_no_workspace_and_says_so() {
     let im = root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix");
     std::fs::create_dir_all(im.parent().unwrap()).unwrap();
     std::fs::copy(common::imatrix_gguf(), &im).unwrap();
-    let c = kaiju::watcher::Campaign::local(cfg, Runner::Spawn { exe: common::bin().to_path_buf() });
+    let c = kaiju::controlplane::watcher::Campaign::local(cfg, Runner::Spawn { exe: common::bin().to_path_buf() });
     let r = c.tick(true).unwrap();
     let id = r.submitted.expect("an encode build");
     let dir = root.join("builds").join(&id);
@@ -277,7 +277,7 @@ fn a_cancelled_build_leaves_no_workspace_and_says_so() {
     assert!(!ws.exists(), "the workspace (and its temp knot) is removed");
     let log = std::fs::read_to_string(dir.join("log.txt")).unwrap();
     assert!(log.lines().last().unwrap().contains("build CANCELLED by the operator (step encode)"), "{log}");
-    assert_eq!(c.builds.get(&id).unwrap().status, kaiju::backend::builds::BuildStatus::Cancelled);
+    assert_eq!(c.builds.get(&id).unwrap().status, kaiju::controlplane::backend::builds::BuildStatus::Cancelled);
 }
 
 /// The control room refuses an invalid queue before it takes the terminal, as the CLI does.

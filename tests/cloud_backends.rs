@@ -7,10 +7,10 @@
 mod common;
 
 use common::cloud::{self as emu, FakeCloudBuild, TOKEN};
-use kaiju::backend::builds::{BuildKind, BuildSpec, BuildStatus};
-use kaiju::backend::cloud::{self, CloudBackends};
-use kaiju::backend::store::{Probe, StoreError};
 use kaiju::config::{CliOverrides, Config, RawConfig};
+use kaiju::controlplane::backend::builds::{BuildKind, BuildSpec, BuildStatus};
+use kaiju::controlplane::backend::cloud::{self, CloudBackends};
+use kaiju::controlplane::backend::store::{Probe, StoreError};
 use std::path::Path;
 
 const R2_KEY_ID: &str = "AKIDKAIJUTEST0001";
@@ -215,7 +215,7 @@ fn cloud_build_submit_list_get_cancel_and_tail_the_log() {
     let got = b.get(&info.id).unwrap();
     assert_eq!((got.status, got.step.as_deref()), (BuildStatus::Working, Some("fetch-r2")));
     assert_eq!(got.steps_done, vec![("fetch-f16".to_string(), 125.0)]);
-    assert!(matches!(b.get("nope"), Err(kaiju::backend::builds::BuildError::NoSuchBuild { .. })));
+    assert!(matches!(b.get("nope"), Err(kaiju::controlplane::backend::builds::BuildError::NoSuchBuild { .. })));
 
     // the log: absent until the build writes it, then read incrementally from an offset
     let first = b.read_log(&info.id, 0).unwrap();
@@ -296,7 +296,9 @@ fn secrets_never_reach_error_messages() {
     assert!(echo.requests.lock().unwrap().iter().any(|r| r.header("authorization").unwrap_or("").contains(R2_KEY_ID)));
     let pem = std::fs::read_to_string(d.path().join("sa-key.pem")).unwrap();
     let pem_body = pem.lines().nth(1).unwrap().to_string();
-    messages.push(kaiju::backend::cloud::Redactor::default().clean(&format!("Authorization: Bearer {TOKEN}")));
+    messages.push(
+        kaiju::controlplane::backend::cloud::Redactor::default().clean(&format!("Authorization: Bearer {TOKEN}")),
+    );
     for m in &messages {
         for secret in [R2_KEY_ID, R2_SECRET, TOKEN, pem_body.as_str()] {
             assert!(!m.contains(secret), "secret leaked into: {m}");
@@ -386,7 +388,7 @@ fn a_cloud_campaign_dropped_inside_a_runtime_does_not_panic() {
     let d = tempfile::tempdir().unwrap();
     let dead = "http://127.0.0.1:9";
     let cfg = config(d.path(), dead, dead, dead, ("truth", "knots", "logs"), "");
-    let c = std::sync::Arc::new(kaiju::watcher::Campaign::cloud(cfg).unwrap());
+    let c = std::sync::Arc::new(kaiju::controlplane::watcher::Campaign::cloud(cfg).unwrap());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let held = c.clone();
     let worker = rt.spawn(async move {

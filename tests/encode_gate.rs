@@ -2,10 +2,10 @@
 
 mod common;
 
-use kaiju::codec::kaiju1::{EncodeOptions, Variant};
-use kaiju::encode::{self, EncodeJob};
-use kaiju::gate::{self, GateJob};
-use kaiju::gguf::Gguf;
+use kaiju::dataplane::codec::kaiju1::{EncodeOptions, Variant};
+use kaiju::dataplane::encode::{self, EncodeJob};
+use kaiju::dataplane::gate::{self, GateJob};
+use kaiju::dataplane::gguf::Gguf;
 
 fn encode(dir: &std::path::Path, q: u32) -> (std::path::PathBuf, encode::Telemetry) {
     let out = dir.join(format!("smol-q{q}.knot"));
@@ -68,7 +68,7 @@ fn encode_the_whole_model_and_pass_the_gate() {
     );
     for t in &base.tensors {
         let o = g.tensor(&t.name).unwrap();
-        if kaiju::encode::is_matmul_weight(&t.name) {
+        if kaiju::dataplane::encode::is_matmul_weight(&t.name) {
             assert_eq!(o.ty.kaiju(), Variant::new(6));
         } else {
             assert_eq!(g.data(o), base.data(t), "{} must be copied verbatim", t.name);
@@ -123,14 +123,14 @@ fn mismatched_inputs_are_listed() {
     let dir = tempfile::tempdir().unwrap();
     // the imatrix of SmolLM2 against a "model" that is just one small tensor
     let other = dir.path().join("other.gguf");
-    let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
-    let plans = vec![kaiju::gguf::TensorPlan {
+    let meta = vec![("general.architecture".to_string(), kaiju::dataplane::gguf::Value::str("llama"))];
+    let plans = vec![kaiju::dataplane::gguf::TensorPlan {
         name: "blk.0.attn_q.weight".into(),
         dims: vec![32, 2],
-        ty: kaiju::gguf::types::F32,
+        ty: kaiju::dataplane::gguf::types::F32,
         size: 256,
     }];
-    let mut w = kaiju::gguf::GgufWriter::create(&other, &meta, plans).unwrap();
+    let mut w = kaiju::dataplane::gguf::GgufWriter::create(&other, &meta, plans).unwrap();
     w.write_tensor("blk.0.attn_q.weight", &[0u8; 256]).unwrap();
     w.finish().unwrap();
     let job = EncodeJob { f16: other.clone(), ..smol_job(dir.path().join("never.knot")) };
@@ -157,11 +157,11 @@ fn non_finite_weights_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let name = "blk.0.attn_q.weight";
     let model = |path: &std::path::Path, bad: bool| {
-        let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
-        let plans = vec![kaiju::gguf::TensorPlan {
+        let meta = vec![("general.architecture".to_string(), kaiju::dataplane::gguf::Value::str("llama"))];
+        let plans = vec![kaiju::dataplane::gguf::TensorPlan {
             name: name.into(),
             dims: vec![48, 2],
-            ty: kaiju::gguf::types::F32,
+            ty: kaiju::dataplane::gguf::types::F32,
             size: 384,
         }];
         let mut vals = vec![0.01f32; 96];
@@ -169,7 +169,7 @@ fn non_finite_weights_are_refused() {
             vals[48 + 5] = f32::NAN;
         }
         let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let mut w = kaiju::gguf::GgufWriter::create(path, &meta, plans).unwrap();
+        let mut w = kaiju::dataplane::gguf::GgufWriter::create(path, &meta, plans).unwrap();
         w.write_tensor(name, &bytes).unwrap();
         w.finish().unwrap();
     };
@@ -223,17 +223,17 @@ fn a_mix_gives_each_kind_its_variant() {
         .collect();
     let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
     let path = dir.path().join("truth.gguf");
-    let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
+    let meta = vec![("general.architecture".to_string(), kaiju::dataplane::gguf::Value::str("llama"))];
     let plans = names
         .iter()
-        .map(|n| kaiju::gguf::TensorPlan {
+        .map(|n| kaiju::dataplane::gguf::TensorPlan {
             name: n.to_string(),
             dims: vec![cols as u64, rows as u64],
-            ty: kaiju::gguf::types::F32,
+            ty: kaiju::dataplane::gguf::types::F32,
             size: bytes.len() as u64,
         })
         .collect();
-    let mut w = kaiju::gguf::GgufWriter::create(&path, &meta, plans).unwrap();
+    let mut w = kaiju::dataplane::gguf::GgufWriter::create(&path, &meta, plans).unwrap();
     for n in names {
         w.write_tensor(n, &bytes).unwrap();
     }
@@ -271,14 +271,14 @@ fn a_mix_gives_each_kind_its_variant() {
     for (n, q) in names.iter().zip([4, 6]) {
         let ti = g.tensor(n).unwrap();
         assert_eq!(ti.ty.kaiju(), Variant::new(q), "{n}");
-        assert_eq!(ti.size as usize, kaiju::codec::kaiju1::row_bytes(cols, Variant::new(q).unwrap()) * rows);
-        let back = kaiju::gguf::dequant::to_f32_vec(ti.ty, g.data(ti), cols, cols * rows).unwrap();
+        assert_eq!(ti.size as usize, kaiju::dataplane::codec::kaiju1::row_bytes(cols, Variant::new(q).unwrap()) * rows);
+        let back = kaiju::dataplane::gguf::dequant::to_f32_vec(ti.ty, g.data(ti), cols, cols * rows).unwrap();
         errs.push(vals.iter().zip(&back).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>());
     }
     assert!(errs[1] < errs[0] * 0.7, "q=6 should be well closer than q=4: {errs:?}");
     // the overall bpw counts each tensor at its own rate
-    let want = (kaiju::codec::kaiju1::bpw(cols, Variant::new(4).unwrap())
-        + kaiju::codec::kaiju1::bpw(cols, Variant::new(6).unwrap()))
+    let want = (kaiju::dataplane::codec::kaiju1::bpw(cols, Variant::new(4).unwrap())
+        + kaiju::dataplane::codec::kaiju1::bpw(cols, Variant::new(6).unwrap()))
         / 2.0;
     assert!((t.totals.bpw - want).abs() < 1e-9, "{} vs {want}", t.totals.bpw);
 }
@@ -418,7 +418,7 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
 #[test]
 fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
     let dir = tempfile::tempdir().unwrap();
-    let queue = kaiju::campaign::queue::Queue::load(&common::asset("queue.txt")).unwrap();
+    let queue = kaiju::controlplane::campaign::queue::Queue::load(&common::asset("queue.txt")).unwrap();
     let budget = queue.get("qwen2.5-0.5b").and_then(|e| e.bpw).expect("the shipped queue gives qwen2.5-0.5b a bpw=");
     let out = dir.path().join("qwen05.knot");
     let job = EncodeJob {
@@ -436,7 +436,7 @@ fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
     let t = encode::run(&job).unwrap();
     let a = t.allocation.as_ref().unwrap();
     assert!(t.totals.bpw <= budget, "{} > {budget}", t.totals.bpw);
-    assert_eq!(a.gains, kaiju::encode::alloc::QWEN2.source);
+    assert_eq!(a.gains, kaiju::dataplane::encode::alloc::QWEN2.source);
     assert_eq!(t.encoded.len(), 168, "24 layers × 7 matmul kinds");
     let text = common::ppl_text(dir.path());
     let g = gate::run(&GateJob {

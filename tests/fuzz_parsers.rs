@@ -2,8 +2,8 @@
 //! bytes must give a value or an error, never a panic. Bounded by PROPTEST_CASES (default
 //! 256 here); `scripts/fuzz.sh` runs a longer campaign.
 
-use kaiju::gguf::{types, writer::encode_header, Gguf, TensorPlan, Value};
-use kaiju::imatrix::Imatrix;
+use kaiju::dataplane::gguf::{types, writer::encode_header, Gguf, TensorPlan, Value};
+use kaiju::dataplane::imatrix::Imatrix;
 use proptest::prelude::*;
 use std::path::Path;
 

@@ -2,8 +2,8 @@
 
 mod common;
 
-use kaiju::gguf::{dequant, types, writer::encode_header, Gguf, GgufWriter, TensorPlan, TypeId, Value};
-use kaiju::imatrix::Imatrix;
+use kaiju::dataplane::gguf::{dequant, types, writer::encode_header, Gguf, GgufWriter, TensorPlan, TypeId, Value};
+use kaiju::dataplane::imatrix::Imatrix;
 use std::path::Path;
 
 #[test]
@@ -101,7 +101,7 @@ fn both_imatrix_formats_give_the_same_importances() {
     }
     // every matmul weight of the model is covered
     let g = Gguf::open(common::smollm2()).unwrap();
-    let matmuls = g.tensors.iter().filter(|t| kaiju::encode::is_matmul_weight(&t.name)).count();
+    let matmuls = g.tensors.iter().filter(|t| kaiju::dataplane::encode::is_matmul_weight(&t.name)).count();
     assert_eq!(matmuls, 210);
 }
 
@@ -193,16 +193,16 @@ fn metadata_is_rewritten_in_place_at_the_same_size_only() {
 
 #[test]
 fn inspect_reads_both_imatrix_formats_and_names_a_file_that_is_neither() {
-    let g = kaiju::inspect::inspect(&common::imatrix_gguf(), None).unwrap();
+    let g = kaiju::dataplane::inspect::inspect(&common::imatrix_gguf(), None).unwrap();
     assert!(g.contains("imatrix (gguf format), 210 entries"), "{g}");
-    let d = kaiju::inspect::inspect(&common::imatrix_dat(), None).unwrap();
+    let d = kaiju::dataplane::inspect::inspect(&common::imatrix_dat(), None).unwrap();
     assert!(d.contains("imatrix (dat format), 210 entries"), "{d}");
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.gguf");
     std::fs::write(&junk, b"hello\n").unwrap();
-    let e = kaiju::inspect::inspect(&junk, None).unwrap_err().to_string();
+    let e = kaiju::dataplane::inspect::inspect(&junk, None).unwrap_err().to_string();
     assert!(e.contains("junk.gguf: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ("), "{e}");
-    let e = kaiju::inspect::inspect(&dir.path().join("absent"), None).unwrap_err().to_string();
+    let e = kaiju::dataplane::inspect::inspect(&dir.path().join("absent"), None).unwrap_err().to_string();
     assert!(e.contains("absent: ") && e.contains("No such file"), "{e}");
 }
 
@@ -211,6 +211,6 @@ fn inspect_reads_both_imatrix_formats_and_names_a_file_that_is_neither() {
 #[test]
 fn a_directory_is_not_a_gguf() {
     let d = tempfile::tempdir().unwrap();
-    let e = kaiju::gguf::Gguf::open(d.path()).err().expect("refused").to_string();
+    let e = kaiju::dataplane::gguf::Gguf::open(d.path()).err().expect("refused").to_string();
     assert_eq!(e, format!("{}: a directory; expected a GGUF file", d.path().display()));
 }

@@ -4,9 +4,9 @@
 
 mod common;
 
-use kaiju::gate::quality::Thresholds;
-use kaiju::gate::{self, GateError, GateJob};
-use kaiju::gguf::{Gguf, GgufWriter, TensorPlan};
+use kaiju::dataplane::gate::quality::Thresholds;
+use kaiju::dataplane::gate::{self, GateError, GateJob};
+use kaiju::dataplane::gguf::{Gguf, GgufWriter, TensorPlan};
 use std::path::{Path, PathBuf};
 
 /// A distributional job of the f16 against `knot` over `text`, short (ctx 128, 2 chunks).
@@ -33,7 +33,7 @@ fn copy_of_f16(
     dir: &Path,
     file: &str,
     zero: &str,
-    edit: impl FnOnce(&mut Vec<(String, kaiju::gguf::Value)>),
+    edit: impl FnOnce(&mut Vec<(String, kaiju::dataplane::gguf::Value)>),
 ) -> PathBuf {
     let src = Gguf::open(common::smollm2_f16()).unwrap();
     let out = dir.join(file);
@@ -72,7 +72,7 @@ fn the_f16_against_itself_is_exactly_equal() {
     let log = std::fs::read_to_string(dir.path().join("gate.log")).unwrap();
     assert!(log.contains("top-1 agreement: 100.00%") && log.contains("figures: {"), "{log}");
     // the zoo reads the verdict and the figures back from the log
-    let r = kaiju::campaign::zoo::gate_report(&log).unwrap();
+    let r = kaiju::controlplane::campaign::zoo::gate_report(&log).unwrap();
     assert_eq!(r.summary, "PASS kld 0.000 top1 100% ppl×1.00");
     assert_eq!(r.figures.unwrap().quality, *q);
 }
@@ -147,9 +147,13 @@ fn bad_texts_and_a_foreign_reference_are_named() {
     assert!(e.starts_with(&format!("{}: ", d.join("nope.txt").display())), "{e}");
     // a reference that is another model
     let other = d.join("other.gguf");
-    let meta = vec![("general.architecture".to_string(), kaiju::gguf::Value::str("llama"))];
-    let plans =
-        vec![TensorPlan { name: "token_embd.weight".into(), dims: vec![8, 4], ty: kaiju::gguf::types::F32, size: 128 }];
+    let meta = vec![("general.architecture".to_string(), kaiju::dataplane::gguf::Value::str("llama"))];
+    let plans = vec![TensorPlan {
+        name: "token_embd.weight".into(),
+        dims: vec![8, 4],
+        ty: kaiju::dataplane::gguf::types::F32,
+        size: 128,
+    }];
     let mut w = GgufWriter::create(&other, &meta, plans).unwrap();
     w.write_tensor("token_embd.weight", &[0u8; 128]).unwrap();
     w.finish().unwrap();
@@ -205,7 +209,7 @@ fn an_untokenizable_model_is_gated_by_its_cases_and_says_why() {
     let spm = copy_of_f16(dir.path(), "spm.gguf", "", |m| {
         for (k, v) in m.iter_mut() {
             if k == "tokenizer.ggml.model" {
-                *v = kaiju::gguf::Value::str("llama");
+                *v = kaiju::dataplane::gguf::Value::str("llama");
             }
         }
     });

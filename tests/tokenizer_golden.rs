@@ -5,8 +5,8 @@
 
 mod common;
 
-use kaiju::gate::tokenizer::Tokenizer;
-use kaiju::gguf::Gguf;
+use kaiju::dataplane::gate::tokenizer::Tokenizer;
+use kaiju::dataplane::gguf::Gguf;
 
 fn ids(file: &str) -> Vec<u32> {
     std::fs::read_to_string(common::asset(&format!("tests/golden/tokens/{file}")))

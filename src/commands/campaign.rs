@@ -1,13 +1,13 @@
 //! The campaign commands: the tick, plan, status, gate-params, the queue edits, the control room.
 
 use super::{campaign, load_config};
-use crate::campaign::cost;
-use crate::campaign::gate_params::{self, Buckets, Format};
-use crate::campaign::qspec::GateKind;
-use crate::campaign::queue::{Queue, Tag};
-use crate::campaign::zoo;
 use crate::cli::Cli;
 use crate::config::ConfigError;
+use crate::controlplane::campaign::cost;
+use crate::controlplane::campaign::gate_params::{self, Buckets, Format};
+use crate::controlplane::campaign::queue::{Queue, Tag};
+use crate::controlplane::campaign::zoo;
+use crate::dataplane::gate::qspec::GateKind;
 use crate::exit;
 use anyhow::Context;
 
@@ -108,8 +108,8 @@ pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
     let cfg = load_config(cli)?;
     let q = Queue::load(&cfg.queue)?;
     let e = q.get(id).ok_or_else(|| ConfigError::Invalid(format!("{id}: not in {}", cfg.queue.display())))?;
-    let path = crate::campaign::inventory::qspec_path(&cfg.qspecs, id);
-    let qs = match crate::campaign::qspec::classify_file(&path) {
+    let path = crate::controlplane::campaign::inventory::qspec_path(&cfg.qspecs, id);
+    let qs = match crate::dataplane::gate::qspec::classify_file(&path) {
         GateKind::Argmax(q) => q,
         other => {
             return Err(
@@ -131,7 +131,7 @@ pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
 
 fn edit_queue(
     cli: &Cli,
-    f: impl FnOnce(&mut Queue) -> Result<(), crate::campaign::queue::QueueError>,
+    f: impl FnOnce(&mut Queue) -> Result<(), crate::controlplane::campaign::queue::QueueError>,
 ) -> anyhow::Result<u8> {
     let cfg = load_config(cli)?;
     let mut q = Queue::load(&cfg.queue)?;
@@ -163,7 +163,7 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let q = c.load_queue()?;
     anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
-    let knot = crate::backend::store::keys::kaiju_knot(id);
+    let knot = crate::controlplane::backend::store::keys::kaiju_knot(id);
     if reencode {
         c.markers
             .request_reencode(id)
@@ -172,22 +172,22 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
             "{id}: re-encode requested: the watcher submits one more encode at its next tick; a shipped knot \
              ({}/{knot}) stays in place until the new one passes its gate, and is then kept as {}",
             c.r2.describe(),
-            crate::backend::store::keys::kaiju_prev(&knot)
+            crate::controlplane::backend::store::keys::kaiju_prev(&knot)
         );
         return Ok(exit::OK);
     }
     c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
     // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
     match c.r2.head(&knot) {
-        crate::backend::store::Probe::Present { .. } => println!(
+        crate::controlplane::backend::store::Probe::Present { .. } => println!(
             "{id}: markers cleared; its knot is shipped ({}/{knot}), so it stays DONE and the watcher will not \
              encode it again (`requeue {id} --reencode` asks for a re-encode)",
             c.r2.describe()
         ),
-        crate::backend::store::Probe::Absent => {
+        crate::controlplane::backend::store::Probe::Absent => {
             println!("{id}: markers cleared; the watcher will take it again at its next tick")
         }
-        crate::backend::store::Probe::Unknown(e) => {
+        crate::controlplane::backend::store::Probe::Unknown(e) => {
             println!("{id}: markers cleared; whether its knot is shipped is UNKNOWN ({e}): if it is, it stays DONE")
         }
     }
@@ -205,5 +205,5 @@ pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
     // an invalid queue is said plainly before the screen is taken (exit 2), as the CLI says it
     Queue::load(&cfg.queue)?;
     let c = campaign(cfg)?;
-    crate::tui::run(c, crate::tui::Options { readonly: cli.readonly, yes: cli.yes })
+    crate::controlplane::tui::run(c, crate::controlplane::tui::Options { readonly: cli.readonly, yes: cli.yes })
 }

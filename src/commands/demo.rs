@@ -1,10 +1,10 @@
 //! `demo`: the embedded local default, seeded with the real SmolLM2 model, run to DONE.
 
 use super::{campaign, overrides};
-use crate::backend::builds::BuildService;
-use crate::campaign::zoo;
 use crate::cli::Cli;
 use crate::config::{CliOverrides, Config};
+use crate::controlplane::backend::builds::BuildService;
+use crate::controlplane::campaign::zoo;
 use crate::exit;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -49,14 +49,17 @@ fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Seed a demo root: queue, qspec, local HF copy + imatrix, base knot in the local R2.
 pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
     write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
-    write_if_absent(&crate::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"), SMOL_QSPEC.as_bytes())?;
+    write_if_absent(
+        &crate::controlplane::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"),
+        SMOL_QSPEC.as_bytes(),
+    )?;
     if let Some(t) = &cfg.gate.text {
         write_if_absent(t, DEMO_GATE_TEXT.as_bytes())?;
     }
     let hf = cfg.hf_dir.join(SMOL_HF);
     let model = fetch_smollm2(&hf)?;
     write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
-    let base = cfg.r2_dir.join(crate::backend::store::keys::base("smollm2-135m"));
+    let base = cfg.r2_dir.join(crate::controlplane::backend::store::keys::base("smollm2-135m"));
     if !base.exists() {
         std::fs::create_dir_all(base.parent().expect("has parent"))?;
         if std::fs::hard_link(&model, &base).is_err() {
@@ -105,7 +108,7 @@ pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
         match r.submitted {
             Some(id) => follow_build(c.builds.as_ref(), &id)?,
             None => {
-                if let crate::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
+                if let crate::controlplane::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
                     for b in builds {
                         follow_build(c.builds.as_ref(), b)?;
                     }

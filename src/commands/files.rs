@@ -1,21 +1,21 @@
 //! The data-plane commands: `--encode`, `gate`, `mint-gate`, `convert`, `tokenize`, `inspect`.
 
 use crate::cli::{Cli, Cmd, EncodeArgs};
-use crate::codec::kaiju1::EncodeOptions;
+use crate::dataplane::codec::kaiju1::EncodeOptions;
 use crate::exit;
 use std::path::{Path, PathBuf};
 
 /// `--encode`: re-encode the f16 into a KAIJU1 knot beside the base knot's other tensors.
 pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
     let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
-    let job = crate::encode::EncodeJob {
+    let job = crate::dataplane::encode::EncodeJob {
         f16: need(&a.f16, "f16")?,
         imatrix: need(&a.imatrix, "imatrix")?,
         base: need(&a.base, "base")?,
         out: need(&a.out, "out")?,
         telemetry: a.telemetry.clone(),
         opts: EncodeOptions {
-            variant: crate::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
+            variant: crate::dataplane::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
                 anyhow::anyhow!(
                     "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92) or 8 (3.25)",
                     a.modulus
@@ -24,7 +24,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             search: a.search,
             magnitude: a.magnitude,
         },
-        mix: crate::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
+        mix: crate::dataplane::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
         budget: match a.bpw.trim() {
             "" => None,
             b => {
@@ -34,10 +34,10 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         allow_keep: a.keep,
         quiet: a.quiet,
     };
-    for w in crate::encode::input_warnings(&job.f16, &job.base) {
+    for w in crate::dataplane::encode::input_warnings(&job.f16, &job.base) {
         eprintln!("kaiju-tui: warning: {w}");
     }
-    let t = crate::encode::run(&job)?;
+    let t = crate::dataplane::encode::run(&job)?;
     let tt = &t.totals;
     println!(
         "encoded {} tensors ({} weights) at {:.3} bpw, copied {}; weighted SQNR {:.2} dB, SQNR {:.2} dB; {:.1}s encode, {:.2} M weights/core-s -> {}",
@@ -79,17 +79,17 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
     };
     // thresholds: the flags, else the configuration's [gate] (none in a build container)
     let conf = super::load_config(cli)?.gate;
-    let thresholds = crate::gate::quality::Thresholds {
+    let thresholds = crate::dataplane::gate::quality::Thresholds {
         kld_max: kld_max.or(conf.kld_max),
         top1_min: top1_min.or(conf.top1_min),
         ppl_ratio_max: ppl_ratio_max.or(conf.ppl_ratio_max),
     };
     thresholds.validate("--").map_err(|e| anyhow::anyhow!(e.replace('_', "-")))?;
     let log = log.clone().unwrap_or_else(|| gate_log_path(knot));
-    let job = crate::gate::GateJob {
+    let job = crate::dataplane::gate::GateJob {
         knot: knot.clone(),
         qspec: qspec.clone(),
-        extra_cases: crate::campaign::qspec::GateCase::parse_subst(cases)
+        extra_cases: crate::dataplane::gate::qspec::GateCase::parse_subst(cases)
             .map_err(|e| anyhow::anyhow!("--cases: {e}"))?,
         ppl_text: ppl_text.clone(),
         ppl_max,
@@ -104,7 +104,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         telemetry: telemetry.clone(),
         dense_limit: None,
     };
-    let out = crate::gate::run(&job)?;
+    let out = crate::dataplane::gate::run(&job)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -116,7 +116,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
 
 /// `mint-gate`: an argmax qspec from the f16's own predictions.
 pub fn mint_gate(f16: &Path, prompt: &[String], id: Option<&str>, out: Option<&Path>) -> anyhow::Result<u8> {
-    let q = crate::gate::mint(f16, prompt, id.map(str::to_string))?;
+    let q = crate::dataplane::gate::mint(f16, prompt, id.map(str::to_string))?;
     let json = serde_json::to_string_pretty(&q)? + "\n";
     match out {
         Some(p) => {
@@ -131,16 +131,16 @@ pub fn mint_gate(f16: &Path, prompt: &[String], id: Option<&str>, out: Option<&P
 /// `convert --to f16`: the local feeder's f16 step.
 pub fn convert(to: &str, input: &Path, output: &Path) -> anyhow::Result<u8> {
     anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
-    let n = crate::convert::to_f16_file(input, output, false)?;
+    let n = crate::dataplane::convert::to_f16_file(input, output, false)?;
     println!("{}: {n} bytes", output.display());
     Ok(exit::OK)
 }
 
 /// `tokenize`: a text's token ids as the gate tokenizes it.
 pub fn tokenize(model: &Path, file: &Path) -> anyhow::Result<u8> {
-    let g = crate::gguf::Gguf::open(model)?;
-    let tok = crate::gate::tokenizer::Tokenizer::from_gguf(&g)?;
-    let text = crate::gate::text::Text::load(&tok, file)?;
+    let g = crate::dataplane::gguf::Gguf::open(model)?;
+    let tok = crate::dataplane::gate::tokenizer::Tokenizer::from_gguf(&g)?;
+    let text = crate::dataplane::gate::text::Text::load(&tok, file)?;
     let ids: Vec<String> = text.ids.iter().skip(text.bos.is_some() as usize).map(u32::to_string).collect();
     println!("{}", ids.join(","));
     Ok(exit::OK)
@@ -148,7 +148,7 @@ pub fn tokenize(model: &Path, file: &Path) -> anyhow::Result<u8> {
 
 /// `inspect`: a file's summary (and imatrix coverage against `with`).
 pub fn inspect(file: &Path, with: Option<&Path>) -> anyhow::Result<u8> {
-    print!("{}", crate::inspect::inspect(file, with)?);
+    print!("{}", crate::dataplane::inspect::inspect(file, with)?);
     Ok(exit::OK)
 }
 

@@ -8,11 +8,11 @@ pub mod campaign;
 pub mod demo;
 pub mod files;
 
-use crate::backend::local::builds::Runner;
 use crate::cli::{Cli, Cmd};
 use crate::config::{CliOverrides, Config, ConfigError};
+use crate::controlplane::backend::local::builds::Runner;
+use crate::controlplane::watcher::Campaign;
 use crate::exit;
-use crate::watcher::Campaign;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,7 +38,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     match cli.cmd {
         Some(Cmd::RunBuild { dir }) => {
-            crate::backend::local::pipeline::run_build(&dir);
+            crate::controlplane::backend::local::pipeline::run_build(&dir);
             Ok(exit::OK)
         }
         Some(Cmd::Plan { .. }) => campaign::plan(&cli),

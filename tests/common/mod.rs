@@ -80,7 +80,7 @@ fn converted_f16(src: PathBuf, name: &str) -> PathBuf {
         .unwrap();
     lock.lock().unwrap();
     if !p.exists() {
-        kaiju::convert::to_f16_file(&src, &p, true).expect("convert to f16");
+        kaiju::dataplane::convert::to_f16_file(&src, &p, true).expect("convert to f16");
     }
     p
 }

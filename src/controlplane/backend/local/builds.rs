@@ -1,0 +1,182 @@
+//! The local build service: each build a directory under `<root>/builds/` and a child
+//! process (`kaiju-tui run-build DIR`) that runs [`super::pipeline`] there.
+
+use super::build_dir::{read_status, write_status, LocalStores, LOG_FILE, SPEC_FILE, STORES_FILE};
+use crate::controlplane::backend::builds::{
+    chrono_like, now, BuildError, BuildInfo, BuildService, BuildSpec, BuildStatus, LogChunk,
+};
+use std::path::{Path, PathBuf};
+
+/// How local builds run.
+#[derive(Debug, Clone)]
+pub enum Runner {
+    /// Spawn `exe run-build DIR` and return at once (the real thing).
+    Spawn { exe: PathBuf },
+    /// Run the pipeline in this process before `submit` returns (tests, `demo`).
+    Inline,
+}
+
+pub struct LocalBuilds {
+    pub dir: PathBuf,
+    pub stores: LocalStores,
+    pub runner: Runner,
+}
+
+impl LocalBuilds {
+    fn err(&self, msg: String) -> BuildError {
+        BuildError::Service { service: self.describe(), msg }
+    }
+
+    fn new_id(&self, model: &str) -> String {
+        let ms = (now() * 1000.0) as u64;
+        let mut n = 0;
+        loop {
+            let id = format!("b{ms}-{n}-{model}");
+            if !self.dir.join(&id).exists() {
+                return id;
+            }
+            n += 1;
+        }
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+impl BuildService for LocalBuilds {
+    fn describe(&self) -> String {
+        format!("local-builds:{}", self.dir.display())
+    }
+
+    fn submit(&self, spec: &BuildSpec) -> Result<BuildInfo, BuildError> {
+        let id = self.new_id(&spec.model_id);
+        let dir = self.dir.join(&id);
+        std::fs::create_dir_all(&dir).map_err(|e| self.err(format!("{}: {e}", dir.display())))?;
+        let info = BuildInfo::queued(id.clone(), spec, now());
+        let w =
+            |p: &str, v: Vec<u8>| crate::fsutil::write_atomic(&dir.join(p), &v).map_err(|e| self.err(e.to_string()));
+        w(SPEC_FILE, serde_json::to_vec_pretty(spec).expect("serializes"))?;
+        w(STORES_FILE, serde_json::to_vec_pretty(&self.stores).expect("serializes"))?;
+        write_status(&dir, &info).map_err(|e| self.err(e.to_string()))?;
+        match &self.runner {
+            Runner::Inline => {
+                super::pipeline::run_build(&dir);
+            }
+            Runner::Spawn { exe } => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join(LOG_FILE))
+                    .map_err(|e| self.err(e.to_string()))?;
+                let log2 = log.try_clone().map_err(|e| self.err(e.to_string()))?;
+                let child = std::process::Command::new(exe)
+                    .arg("run-build")
+                    .arg(&dir)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(log)
+                    .stderr(log2)
+                    .spawn()
+                    .map_err(|e| self.err(format!("cannot start {}: {e}", exe.display())))?;
+                let mut i = info.clone();
+                i.pid = Some(child.id());
+                // the runner rewrites status as it goes; record the pid only if still queued
+                if read_status(&dir).is_some_and(|s| s.status == BuildStatus::Queued) {
+                    let _ = write_status(&dir, &i);
+                }
+            }
+        }
+        self.get(&id)
+    }
+
+    fn list(&self, ongoing_only: bool) -> Result<Vec<BuildInfo>, BuildError> {
+        let rd = match std::fs::read_dir(&self.dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(self.err(format!("{}: {e}", self.dir.display()))),
+        };
+        let mut out = Vec::new();
+        for ent in rd.flatten() {
+            if let Ok(b) = self.get(&ent.file_name().to_string_lossy()) {
+                if !ongoing_only || b.status.is_ongoing() {
+                    out.push(b);
+                }
+            }
+        }
+        out.sort_by(|a, b| b.create_time.total_cmp(&a.create_time).then(b.id.cmp(&a.id)));
+        Ok(out)
+    }
+
+    fn get(&self, id: &str) -> Result<BuildInfo, BuildError> {
+        let dir = self.dir.join(id);
+        let mut info =
+            read_status(&dir).ok_or_else(|| BuildError::NoSuchBuild { service: self.describe(), id: id.into() })?;
+        // a runner that died without finishing leaves WORKING behind: report it
+        if info.status.is_ongoing() {
+            if let Some(pid) = info.pid {
+                if !pid_alive(pid) {
+                    if let Some(again) = read_status(&dir).filter(|s| !s.status.is_ongoing()) {
+                        return Ok(again);
+                    }
+                    info.status = BuildStatus::InternalError;
+                    info.detail = Some(format!("runner process {pid} is gone"));
+                    info.finish_time = Some(now());
+                    let _ = write_status(&dir, &info);
+                }
+            }
+        }
+        Ok(info)
+    }
+
+    fn cancel(&self, id: &str) -> Result<(), BuildError> {
+        let dir = self.dir.join(id);
+        let mut info = self.get(id)?;
+        if !info.status.is_ongoing() {
+            return Err(self.err(format!("build {id} is {} and cannot be cancelled", info.status.as_str())));
+        }
+        std::fs::write(dir.join("cancel"), b"").map_err(|e| self.err(e.to_string()))?;
+        if let Some(pid) = info.pid {
+            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+            // let it go before its workspace is removed, so nothing is written there after
+            for _ in 0..50 {
+                if !crate::fsutil::process_alive(pid) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+        // a killed runner neither logs nor cleans up: its half-written knot (tens of GB on a
+        // big model) would stay in the workspace
+        let _ = std::fs::remove_dir_all(dir.join("workspace"));
+        info.status = BuildStatus::Cancelled;
+        info.finish_time = Some(now());
+        write_status(&dir, &info).map_err(|e| self.err(e.to_string()))?;
+        let line = format!(
+            "[{}] build CANCELLED by the operator (step {}); workspace removed\n",
+            chrono_like(now()),
+            info.step.as_deref().unwrap_or("-")
+        );
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(LOG_FILE))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+            .map_err(|e| self.err(e.to_string()))
+    }
+
+    fn read_log(&self, id: &str, offset: u64) -> Result<LogChunk, BuildError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let p = self.dir.join(id).join(LOG_FILE);
+        let mut f = match std::fs::File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(LogChunk { data: vec![], next_offset: offset })
+            }
+            Err(e) => return Err(self.err(format!("{}: {e}", p.display()))),
+        };
+        f.seek(SeekFrom::Start(offset)).map_err(|e| self.err(e.to_string()))?;
+        let mut data = Vec::new();
+        f.take(1 << 20).read_to_end(&mut data).map_err(|e| self.err(e.to_string()))?;
+        Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+    }
+}

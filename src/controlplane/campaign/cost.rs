@@ -1,0 +1,398 @@
+//! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
+
+use super::queue::{Entry, Tag};
+use crate::config::CostConfig;
+use crate::controlplane::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP, MAX_DISK_GB};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Estimate {
+    pub id: String,
+    pub params_b: f64,
+    pub ladder_h: f64,
+    pub encode_h: f64,
+    pub hours: f64,
+    pub usd: f64,
+    /// the disk the model's builds still to run need (the larger of the two kinds)
+    pub disk_gb: f64,
+    /// the disk the larger of them requests: the need, at least the configured `disk_gb`
+    pub build_disk_gb: u32,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Plan {
+    pub models: Vec<Estimate>,
+    pub total_hours_serial: f64,
+    pub total_hours_parallel: f64,
+    pub parallel: usize,
+    pub total_usd: f64,
+}
+
+/// The vCPUs of a Cloud Build machine type (the number its name ends with; 1 if none).
+pub fn machine_vcpus(machine_type: &str) -> f64 {
+    let digits: String = machine_type.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+    digits.chars().rev().collect::<String>().parse::<f64>().ok().filter(|&n| n > 0.0).unwrap_or(1.0)
+}
+
+/// Hours of the encode build's distributional gate: both models over the gate's tokens, at
+/// the measured core-seconds per model-token per B, on the machine's vCPUs.
+pub fn gate_hours(params_b: f64, c: &CostConfig) -> f64 {
+    c.gate_model_tokens * c.gate_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
+}
+
+/// Whether a model's estimate includes the IQ-ladder feeder: only AUTO-FEED models are ever
+/// fed, and only while their f16 truth or imatrix is missing (`minted`: both present); a HOLD
+/// model with a Hugging Face source is counted as it would be once released (HOLD models are
+/// outside the totals either way). The one rule `plan`, `status` and the control room share.
+pub fn needs_ladder(e: &Entry, minted: bool) -> bool {
+    !minted && (e.tag == Tag::AutoFeed || (e.tag == Tag::Hold && e.hf_source.is_some()))
+}
+
+/// Whether a model counts toward the campaign's totals and its "done" count: an
+/// OUT-OF-SCOPE model is never encoded.
+pub fn in_scope(e: &Entry) -> bool {
+    e.tag != Tag::OutOfScope
+}
+
+/// Per-model estimate; `needs_ladder` adds the IQ-ladder feeder's hours. An OUT-OF-SCOPE
+/// model costs nothing: nothing will run for it.
+pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
+    if !in_scope(e) {
+        return Estimate {
+            id: e.id.clone(),
+            params_b: e.params_b,
+            ladder_h: 0.0,
+            encode_h: 0.0,
+            hours: 0.0,
+            usd: 0.0,
+            disk_gb: 0.0,
+            build_disk_gb: 0,
+            flags: vec![],
+        };
+    }
+    let scale = e.params_b / 7.0;
+    let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c);
+    let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
+    let hours = encode_h + ladder_h;
+    let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
+    if needs_ladder {
+        disk = disk.max(disk_need_gb(BuildKind::Feeder, e.params_b, c));
+    }
+    let mut flags = Vec::new();
+    if encode_h > c.encode_step_timeout_h {
+        flags.push(format!("encode step timeout {:.0}h > {:.0}h", encode_h.ceil(), c.encode_step_timeout_h));
+    }
+    if encode_h.max(ladder_h) > c.global_timeout_h {
+        flags.push(format!("global timeout {:.0}h > {:.0}h", encode_h.max(ladder_h).ceil(), c.global_timeout_h));
+    }
+    if disk > MAX_DISK_GB {
+        flags.push(format!("disk {:.0} GB > Cloud Build's {MAX_DISK_GB:.0} GB", disk.ceil()));
+    }
+    let build_disk_gb = build_disk_gb(disk, c);
+    Estimate {
+        id: e.id.clone(),
+        params_b: e.params_b,
+        ladder_h,
+        encode_h,
+        hours,
+        usd: hours * 60.0 * c.usd_per_minute,
+        disk_gb: disk,
+        build_disk_gb,
+        flags,
+    }
+}
+
+/// The disk a build of `kind` needs for a model of `params_b` billion parameters: per B the
+/// configured figure (an encode build holds the f16 truth, the base knot and the output; a
+/// feeder the Hugging Face download and the f16 GGUF made from it), plus 10 GB.
+pub fn disk_need_gb(kind: BuildKind, params_b: f64, c: &CostConfig) -> f64 {
+    let per_b = match kind {
+        BuildKind::Encode => c.disk_gb_per_b,
+        BuildKind::Feeder => c.feeder_disk_gb_per_b,
+    };
+    params_b * per_b + 10.0
+}
+
+/// The disk a build requests for a need: at least the configured `disk_gb`, at most Cloud
+/// Build's limit.
+fn build_disk_gb(need: f64, c: &CostConfig) -> u32 {
+    need.max(c.disk_gb).min(MAX_DISK_GB).ceil() as u32
+}
+
+/// What a build of `kind` for `e` gets: the disk it needs (at least the configured one), the
+/// configured build timeout, and for an encode build the configured timeout of its `encode`
+/// step. The configuration, not the build YAML, decides these.
+pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
+    let secs = |h: f64| (h * 3600.0).round() as u64;
+    let disk = build_disk_gb(disk_need_gb(kind, e.params_b, c), c);
+    let mut r = Resources { disk_gb: Some(disk), timeout_s: Some(secs(c.global_timeout_h)), ..Default::default() };
+    if kind == BuildKind::Encode {
+        r.step_timeouts_s.insert(ENCODE_STEP.into(), secs(c.encode_step_timeout_h));
+    }
+    r
+}
+
+/// The cost model calibrated by the campaign's own finished builds: for each build kind with
+/// at least one successful build of a model in the queue, the median over those builds of
+/// run time × 7 / params_b (hours per 7B) replaces the configured figure. The configured
+/// figures (the campaign's prior, e.g. the legacy encoder's 8–12 h per 7B) stand until a
+/// build of that kind has succeeded. Linear in parameters like the model itself, so a
+/// small model's fixed overheads make the large ones' estimates err on the long side.
+/// `params_b(id)` gives a queued model's size.
+pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds: &[BuildInfo]) -> CostConfig {
+    let per_7b = |kind: BuildKind| {
+        let mut v: Vec<f64> = builds
+            .iter()
+            .filter(|b| b.kind == Some(kind) && b.status == BuildStatus::Success)
+            .filter_map(|b| {
+                let (start, finish) = (b.start_time?, b.finish_time?);
+                let id = b.model()?;
+                let params = params_b(&id)?;
+                (params > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / params)
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| {
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        })
+    };
+    let mut out = c.clone();
+    if let Some(h) = per_7b(BuildKind::Encode) {
+        out.encode_hours_per_7b = h;
+        // measured builds ran their gate: its allowance is inside the figure now
+        out.gate_model_tokens = 0.0;
+    }
+    if let Some(h) = per_7b(BuildKind::Feeder) {
+        out.ladder_hours_per_7b = h;
+    }
+    out
+}
+
+/// Makespan of `jobs` on `n` machines by longest-processing-time-first.
+pub fn makespan(jobs: &[f64], n: usize) -> f64 {
+    let mut v: Vec<f64> = jobs.to_vec();
+    v.sort_by(|a, b| b.total_cmp(a));
+    let mut slots = vec![0f64; n.max(1)];
+    for j in v {
+        let i = (0..slots.len()).min_by(|&a, &b| slots[a].total_cmp(&slots[b])).expect("n ≥ 1");
+        slots[i] += j;
+    }
+    slots.into_iter().fold(0.0, f64::max)
+}
+
+/// The plan for every model still to do (not HOLD / OUT-OF-SCOPE / done).
+/// `status(id) -> (done, needs_ladder)`.
+pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool, bool)) -> Plan {
+    let models: Vec<Estimate> = entries
+        .iter()
+        .filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope))
+        .filter_map(|e| {
+            let (done, ladder) = status(e);
+            (!done).then(|| estimate(e, ladder, c))
+        })
+        .collect();
+    plan_of(models, c)
+}
+
+/// The plan over the estimates of what is left to run (serial and parallel hours, cost).
+pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
+    let hours: Vec<f64> = models.iter().map(|m| m.hours).collect();
+    Plan {
+        total_hours_serial: hours.iter().sum(),
+        total_hours_parallel: makespan(&hours, c.parallel),
+        parallel: c.parallel,
+        total_usd: models.iter().map(|m| m.usd).sum(),
+        models,
+    }
+}
+
+impl Plan {
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{:<26} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  {}\n",
+            "model", "params", "ladder h", "encode h", "total h", "cost $", "disk GB", "flags"
+        );
+        for m in &self.models {
+            s += &format!(
+                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>7}  {}\n",
+                m.id,
+                m.params_b,
+                m.ladder_h,
+                m.encode_h,
+                m.hours,
+                m.usd,
+                m.build_disk_gb,
+                m.flags.join("; ")
+            );
+        }
+        s += &format!(
+            "total: {} models, {:.1} h serial (one build at a time), {:.1} h with {} in parallel, ${:.2}\n",
+            self.models.len(),
+            self.total_hours_serial,
+            self.total_hours_parallel,
+            self.parallel,
+            self.total_usd
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(id: &str, p: f64, tag: Tag) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b: p,
+            family: "llama".into(),
+            hf_source: None,
+            modulus: None,
+            mix: None,
+            bpw: None,
+            tag,
+            comment: None,
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn linear_in_params_with_flags_for_big_models() {
+        // the legacy encoder's hours, which the timeouts were made for
+        let c = CostConfig { encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
+        let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
+        assert!((a.encode_h - 10.0).abs() < 1e-9 && a.ladder_h == 0.0);
+        assert!((a.usd - 10.0 * 60.0 * 0.064).abs() < 1e-9);
+        assert!(a.flags.is_empty(), "{:?}", a.flags);
+        let b = estimate(&e("22b", 22.0, Tag::ReadyNow), true, &c);
+        assert!(b.flags.iter().any(|f| f.contains("encode step timeout")));
+        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), true, &c);
+        assert!(z.flags.iter().any(|f| f.contains("global")), "{:?}", z.flags);
+        assert!(!z.flags.iter().any(|f| f.contains("disk")), "a 70B's builds get a bigger disk: {:?}", z.flags);
+        let huge = estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c);
+        assert!(huge.flags.iter().any(|f| f == "disk 7010 GB > Cloud Build's 4000 GB"), "{:?}", huge.flags);
+        // the default prior, this encoder's: a 70B encode build in 5 h plus its gate, within
+        // every timeout
+        let d = CostConfig::default();
+        let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &d);
+        assert!((z.encode_h - 5.0 - gate_hours(70.0, &d)).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
+    }
+
+    #[test]
+    fn the_gate_allowance_is_both_models_over_its_tokens_on_the_machines_cores() {
+        let c = CostConfig::default();
+        assert_eq!(machine_vcpus("E2_HIGHCPU_32"), 32.0);
+        assert_eq!(machine_vcpus("N1_HIGHCPU_8"), 8.0);
+        assert_eq!(machine_vcpus("custom"), 1.0);
+        // 2 × 512 × 16 model-tokens × 0.06 core-s per token per B × 7 B / 32 vCPUs
+        let h = gate_hours(7.0, &c);
+        assert!((h - 16384.0 * 0.06 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{h}");
+        let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
+        assert!((a.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{a:?}");
+        // the [gate] section sets the tokens: twice the chunks, twice the allowance
+        let raw = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[gate]\nchunks = 32\n").unwrap();
+        let k = raw.resolve(&Default::default(), None).unwrap().cost;
+        assert!((gate_hours(7.0, &k) - 2.0 * h).abs() < 1e-12);
+    }
+
+    #[test]
+    fn builds_get_the_disk_their_model_needs_and_the_configured_timeouts() {
+        let c = CostConfig::default();
+        // small models get the configured disk; big ones params × 3.5 GB + 10 GB to encode,
+        // params × 5 GB + 10 GB to feed
+        let small = e("0.5b", 0.5, Tag::ReadyNow);
+        assert_eq!(estimate(&small, false, &c).build_disk_gb, 100);
+        let big = e("72b", 72.7, Tag::AutoFeed);
+        assert_eq!(estimate(&big, false, &c).build_disk_gb, 265);
+        assert_eq!(estimate(&big, true, &c).build_disk_gb, 374, "the feeder's is the larger need");
+        let r = resources(BuildKind::Encode, &big, &c);
+        assert_eq!((r.disk_gb, r.timeout_s), (Some(265), Some(22 * 3600)));
+        assert_eq!(r.step_timeouts_s.into_iter().collect::<Vec<_>>(), [("encode".to_string(), 16 * 3600)]);
+        assert_eq!(resources(BuildKind::Feeder, &big, &c).disk_gb, Some(374));
+        let c2 = CostConfig { global_timeout_h: 8.5, disk_gb: 150.0, ..c.clone() };
+        let f = resources(BuildKind::Feeder, &small, &c2);
+        assert_eq!((f.disk_gb, f.timeout_s), (Some(150), Some(30600)));
+        assert!(f.step_timeouts_s.is_empty());
+        // never beyond what Cloud Build allows
+        assert_eq!(resources(BuildKind::Encode, &e("2t", 2000.0, Tag::ReadyNow), &c).disk_gb, Some(4000));
+    }
+
+    #[test]
+    fn serial_is_sum_parallel_is_makespan() {
+        let c = CostConfig { parallel: 2, encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
+        let q = vec![
+            e("a", 7.0, Tag::ReadyNow),
+            e("b", 14.0, Tag::AutoFeed),
+            e("h", 70.0, Tag::Hold),
+            e("c", 7.0, Tag::ReadyNow),
+        ];
+        let p = plan(&q, &c, |_| (false, false));
+        assert_eq!(p.models.len(), 3);
+        assert!((p.total_hours_serial - 40.0).abs() < 1e-9);
+        assert!((p.total_hours_parallel - 20.0).abs() < 1e-9);
+        assert_eq!(makespan(&[4.0, 3.0, 3.0, 2.0], 2), 6.0);
+        assert_eq!(makespan(&[1.0, 1.0], 5), 1.0);
+        let p = plan(&q, &c, |e| (e.id == "b", false));
+        assert_eq!(p.models.len(), 2);
+    }
+
+    fn build(kind: BuildKind, model: &str, status: BuildStatus, start: f64, finish: Option<f64>) -> BuildInfo {
+        let spec = crate::controlplane::backend::builds::BuildSpec {
+            kind,
+            model_id: model.into(),
+            substitutions: Default::default(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        BuildInfo {
+            status,
+            start_time: Some(start),
+            finish_time: finish,
+            ..BuildInfo::queued("b".into(), &spec, start)
+        }
+    }
+
+    #[test]
+    fn finished_builds_calibrate_the_hours_per_7b() {
+        let c = CostConfig::default();
+        let q = [e("small", 0.5, Tag::ReadyNow), e("mid", 1.5, Tag::ReadyNow), e("big", 70.0, Tag::AutoFeed)];
+        // nothing finished: the configured prior
+        let params = |id: &str| q.iter().find(|e| e.id == id).map(|e| e.params_b);
+        assert_eq!(calibrated(&c, params, &[]), c);
+        let h = 3600.0;
+        let builds = vec![
+            // encodes: 0.5B in 0.1 h → 1.4 h/7B; 1.5B in 0.6 h → 2.8 h/7B; 1.5B in 0.3 h → 1.4 h/7B
+            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(0.1 * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, 0.0, Some(0.6 * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, h, Some(1.3 * h)),
+            // ignored: failed, still running, or of a model not in the queue
+            build(BuildKind::Encode, "small", BuildStatus::Failure, 0.0, Some(50.0 * h)),
+            build(BuildKind::Encode, "big", BuildStatus::Working, 0.0, None),
+            build(BuildKind::Encode, "gone", BuildStatus::Success, 0.0, Some(90.0 * h)),
+            // one feeder: 0.5B in 0.25 h → 3.5 h/7B
+            build(BuildKind::Feeder, "small", BuildStatus::Success, 0.0, Some(0.25 * h)),
+        ];
+        let k = calibrated(&c, params, &builds);
+        assert!((k.encode_hours_per_7b - 1.4).abs() < 1e-9, "{}", k.encode_hours_per_7b);
+        assert!((k.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k.ladder_hours_per_7b);
+        assert_eq!(
+            CostConfig {
+                encode_hours_per_7b: c.encode_hours_per_7b,
+                ladder_hours_per_7b: c.ladder_hours_per_7b,
+                gate_model_tokens: c.gate_model_tokens,
+                ..k.clone()
+            },
+            c
+        );
+        // the 70B estimate follows: 10 × 1.4 h encode + 10 × 3.5 h ladder, and no step-timeout flag
+        let big = estimate(&q[2], true, &k);
+        assert!((big.encode_h - 14.0).abs() < 1e-9 && (big.ladder_h - 35.0).abs() < 1e-9);
+        assert!(!big.flags.iter().any(|f| f.contains("encode step timeout")), "{:?}", big.flags);
+    }
+}

@@ -1,0 +1,347 @@
+//! The mechanical qspec → build substitution mapping for the KAIJU encode build (and the
+//! IQ-ladder feeder), with every value checked shell-safe.
+
+use super::queue::Entry;
+use crate::config::GateConfig;
+use crate::controlplane::backend::store::keys;
+use crate::dataplane::gate::qspec::{GateCase, QSpec};
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    #[error("{key}={value:?}: not shell-safe (allowed: letters, digits and ._/:,=+@-)")]
+    Unsafe { key: String, value: String },
+}
+
+/// Defaults of the shipped cloudbuild-kaiju-encode.yaml (the campaign's qwen2.5-7b build).
+/// The gate tokens have no default: they come from the model's qspec (none ships for
+/// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
+/// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
+/// 16 chunks, no thresholds).
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 24] = [
+    ("_MODEL_ID", "qwen2.5-7b"),
+    ("_FAMILY", "qwen2"),
+    ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
+    ("_HF_SOURCE", "Qwen/Qwen2.5-7B-Instruct"),
+    ("_F16_URI", "gs://kaiju-truth/models/qwen2.5-7b/qwen2.5-7b-f16.gguf"),
+    ("_IMATRIX_URI", "r2://kaiju-knots/models/iq-ladder/qwen2.5-7b/qwen2.5-7b.imatrix"),
+    ("_BASE_URI", "r2://kaiju-knots/models/qwen2.5-7b.knot"),
+    ("_KNOT_NAME", "qwen2.5-7b.knot"),
+    ("_OUT_KEY", "kaiju/qwen2.5-7b-kaiju1.knot"),
+    ("_SHIP_PREFIX", "models/"),
+    ("_PROMPT_TOKENS", ""),
+    ("_EXPECT_TOKEN", ""),
+    ("_REJECT_TOKEN", ""),
+    ("_PPL_MAX", ""),
+    ("_SEARCH", "0"),
+    ("_MODULUS", "4"),
+    ("_MIX", ""),
+    ("_BPW", ""),
+    ("_GATE_CASES", ""),
+    ("_GATE_CTX", "512"),
+    ("_GATE_CHUNKS", "16"),
+    ("_KLD_MAX", ""),
+    ("_TOP1_MIN", ""),
+    ("_PPL_RATIO_MAX", ""),
+];
+
+/// The tokenizer a family's gate uses when the qspec does not say.
+pub fn family_tokenizer(family: &str, hf: Option<&str>) -> String {
+    if let Some(h) = hf {
+        return h.to_string();
+    }
+    match family {
+        "qwen2" => "Qwen/Qwen2.5-7B-Instruct",
+        "llama" => "meta-llama/Llama-3.1-8B-Instruct",
+        "mistral" => "mistralai/Mistral-7B-Instruct-v0.3",
+        "gemma" | "gemma2" | "gemma3" => "google/gemma-2-9b-it",
+        _ => "",
+    }
+    .to_string()
+}
+
+pub fn is_shell_safe(v: &str) -> bool {
+    v.chars().all(|c| c.is_ascii_alphanumeric() || "._/:,=+@-".contains(c))
+}
+
+pub struct Buckets<'a> {
+    pub gcs: &'a str,
+    pub r2: &'a str,
+}
+
+fn checked(m: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ParamsError> {
+    for (k, v) in &m {
+        if !is_shell_safe(v) {
+            return Err(ParamsError::Unsafe { key: k.clone(), value: v.clone() });
+        }
+    }
+    Ok(m)
+}
+
+/// Substitutions of the KAIJU encode build.
+pub fn encode_params(
+    e: &Entry,
+    q: &QSpec,
+    b: &Buckets,
+    search: u8,
+    ppl_max: Option<f64>,
+    gate: &GateConfig,
+) -> Result<BTreeMap<String, String>, ParamsError> {
+    let id = &e.id;
+    let toks: Vec<String> = q.prompt_tokens.iter().map(|t| t.to_string()).collect();
+    let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let m: BTreeMap<String, String> = [
+        ("_MODEL_ID", id.clone()),
+        ("_FAMILY", e.family.clone()),
+        ("_TOKENIZER", family_tokenizer(&e.family, e.hf_source.as_deref())),
+        ("_HF_SOURCE", e.hf_source.clone().unwrap_or_default()),
+        ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
+        ("_IMATRIX_URI", format!("r2://{}/{}", b.r2, keys::imatrix(id))),
+        ("_BASE_URI", format!("r2://{}/{}", b.r2, keys::base(id))),
+        ("_KNOT_NAME", format!("{id}.knot")),
+        ("_OUT_KEY", format!("kaiju/{id}-kaiju1.knot")),
+        ("_SHIP_PREFIX", "models/".to_string()),
+        ("_PROMPT_TOKENS", toks.join(",")),
+        ("_EXPECT_TOKEN", q.expect_token.to_string()),
+        ("_REJECT_TOKEN", q.reject_token.map(|t| t.to_string()).unwrap_or_default()),
+        ("_PPL_MAX", ppl_max.map(|p| p.to_string()).unwrap_or_default()),
+        ("_SEARCH", search.to_string()),
+        ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
+        ("_MIX", e.mix.clone().unwrap_or_default()),
+        ("_BPW", e.bpw.map(|b| b.to_string()).unwrap_or_default()),
+        ("_GATE_CASES", GateCase::to_subst(&q.cases)),
+        ("_GATE_CTX", gate.ctx.to_string()),
+        ("_GATE_CHUNKS", gate.chunks.to_string()),
+        ("_KLD_MAX", opt(gate.kld_max)),
+        ("_TOP1_MIN", opt(gate.top1_min)),
+        ("_PPL_RATIO_MAX", opt(gate.ppl_ratio_max)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    checked(m)
+}
+
+/// Substitutions of the IQ-ladder feeder build.
+pub fn feeder_params(e: &Entry, hf: &str, b: &Buckets) -> Result<BTreeMap<String, String>, ParamsError> {
+    let id = &e.id;
+    checked(
+        [
+            ("_MODEL_ID", id.clone()),
+            ("_HF_SOURCE", hf.to_string()),
+            ("_FAMILY", e.family.clone()),
+            ("_F16_URI", format!("gs://{}/{}", b.gcs, keys::f16(id))),
+            ("_IMATRIX_URI", format!("r2://{}/{}", b.r2, keys::imatrix(id))),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    )
+}
+
+pub enum Format {
+    Json,
+    Shell,
+    GcloudSubst,
+}
+
+pub fn render(m: &BTreeMap<String, String>, f: Format) -> String {
+    match f {
+        Format::Json => serde_json::to_string_pretty(m).expect("serializes") + "\n",
+        Format::Shell => m.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect(),
+        Format::GcloudSubst => {
+            // values may contain commas (token lists): use gcloud's alternate delimiter
+            let body: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if m.values().any(|v| v.contains(',')) {
+                format!("^;^{}\n", body.join(";"))
+            } else {
+                format!("{}\n", body.join(","))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::campaign::queue::Tag;
+
+    fn entry(id: &str) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b: 7.6,
+            family: "qwen2".into(),
+            hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
+            modulus: None,
+            mix: None,
+            bpw: None,
+            tag: Tag::ReadyNow,
+            comment: None,
+            line: 1,
+        }
+    }
+
+    fn qspec() -> QSpec {
+        QSpec::parse(std::path::Path::new("q"), r#"{"prompt_tokens":[11,22,33],"expect_token":44,"reject_token":55}"#)
+            .unwrap()
+    }
+
+    #[test]
+    fn qwen_defaults_are_preserved_by_the_mapping() {
+        let b = Buckets { gcs: "kaiju-truth", r2: "kaiju-knots" };
+        let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
+        assert_eq!(m.len(), QWEN25_7B_DEFAULTS.len());
+        for (k, v) in QWEN25_7B_DEFAULTS {
+            match k {
+                "_PROMPT_TOKENS" => assert_eq!(m[k], "11,22,33"),
+                "_EXPECT_TOKEN" => assert_eq!(m[k], "44"),
+                "_REJECT_TOKEN" => assert_eq!(m[k], "55"),
+                _ => assert_eq!(m[k], v, "{k}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unsafe_values_are_refused_and_formats_render() {
+        let b = Buckets { gcs: "bucket;rm -rf", r2: "r2" };
+        let e = encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap_err().to_string();
+        assert!(e.contains("_F16_URI"), "{e}");
+        let b = Buckets { gcs: "g", r2: "r2" };
+        let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5), &GateConfig::default()).unwrap();
+        assert!(render(&m, Format::Shell).contains("export _PPL_MAX='20.5'\n"));
+        let g = render(&m, Format::GcloudSubst);
+        assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
+        assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
+        // the queue's q=, mix= and bpw= reach the encode step
+        let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), bpw: Some(2.6), ..entry("x") };
+        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
+        assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
+        assert_eq!(m["_BPW"], "2.6");
+        assert_eq!(encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap()["_BPW"], "");
+    }
+}
+
+#[cfg(test)]
+mod cloudbuild_tests {
+    use super::QWEN25_7B_DEFAULTS;
+
+    /// `_KEY: value` lines of a cloudbuild file's `substitutions:` block.
+    fn substitutions(yaml: &str) -> Vec<(String, String)> {
+        yaml.lines()
+            .skip_while(|l| !l.starts_with("substitutions:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.trim().split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn encode_config_declares_exactly_the_mapping_with_qwen_defaults() {
+        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let subs = substitutions(y);
+        assert_eq!(subs.len(), QWEN25_7B_DEFAULTS.len());
+        let want: Vec<(String, String)> =
+            QWEN25_7B_DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(subs, want);
+        // every substitution used in a step is declared
+        for part in y.split("${_").skip(1) {
+            let key = format!("_{}", part.split('}').next().unwrap());
+            assert!(subs.iter().any(|(k, _)| *k == key), "{key} used but not declared");
+        }
+        assert!(y.contains("run the IQ-ladder first"));
+    }
+
+    /// The ship step's shell, run as Cloud Build would (substitutions expanded, `$$` → `$`)
+    /// with `aws` stubbed: it ships to the bucket the base knot came from, not a fixed one.
+    #[test]
+    fn ship_step_writes_to_the_campaign_r2_bucket() {
+        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find("- id: ship").expect("a ship step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        let mut sh: String = body
+            .lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect();
+        for (k, v) in [
+            ("_BASE_URI", "r2://my-knots/models/m.knot"),
+            ("_SHIP_PREFIX", "models/"),
+            ("_MODEL_ID", "m"),
+            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+        ] {
+            sh = sh.replace(&format!("${{{k}}}"), v);
+        }
+        let sh = format!("aws() {{ echo \"$*\"; }}\nR2_ENDPOINT=https://r2.example\n{}", sh.replace("$$", "$"));
+        let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = String::from_utf8_lossy(&out.stdout);
+        for f in ["m-kaiju1.telemetry.json", "m-kaiju1.gate.log", "m-kaiju1.knot"] {
+            assert!(out.contains(&format!("s3://my-knots/models/{f}")), "{f} not shipped to my-knots:\n{out}");
+        }
+    }
+
+    /// The gate step's shell, run as Cloud Build would with `kaiju-tui` stubbed: each
+    /// distributional substitution reaches its flag, and an empty one leaves its flag out.
+    #[test]
+    fn gate_step_passes_the_distributional_substitutions() {
+        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find("- id: gate").expect("a gate step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        let script: String = body
+            .lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect();
+        let run = |subs: &[(&str, &str)]| {
+            let mut sh = script.clone();
+            for (k, v) in subs {
+                sh = sh.replace(&format!("${{{k}}}"), v);
+            }
+            assert!(!sh.contains("${_"), "a substitution the test does not set:\n{sh}");
+            let dir = tempfile::tempdir().unwrap();
+            let sh = format!(
+                "kaiju-tui() {{ printf '%s\\n' \"$@\"; }}\ncd {}\n{}",
+                dir.path().display(),
+                sh.replace("/workspace/", "./").replace("$$", "$")
+            );
+            let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect::<Vec<_>>()
+        };
+        let base = [
+            ("_PROMPT_TOKENS", "1,2"),
+            ("_EXPECT_TOKEN", "3"),
+            ("_REJECT_TOKEN", ""),
+            ("_PPL_MAX", ""),
+            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+            ("_MODEL_ID", "m"),
+            ("_GATE_CTX", "512"),
+            ("_GATE_CHUNKS", "16"),
+        ];
+        let flag = |args: &[String], f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
+        let unset = [("_GATE_CASES", ""), ("_KLD_MAX", ""), ("_TOP1_MIN", ""), ("_PPL_RATIO_MAX", "")];
+        let args = run(&[&base[..], &unset].concat());
+        assert_eq!(flag(&args, "--ref").as_deref(), Some("./f16.gguf"));
+        assert_eq!(flag(&args, "--text").as_deref(), Some("/calib/ppl.txt"));
+        assert_eq!((flag(&args, "--ctx").as_deref(), flag(&args, "--chunks").as_deref()), (Some("512"), Some("16")));
+        for f in ["--kld-max", "--top1-min", "--ppl-ratio-max", "--cases"] {
+            assert!(flag(&args, f).is_none(), "{f} given though unset: {args:?}");
+        }
+        let set =
+            [("_GATE_CASES", "4=5=+6,7=8=9"), ("_KLD_MAX", "0.3"), ("_TOP1_MIN", "70"), ("_PPL_RATIO_MAX", "1.5")];
+        let args = run(&[&base[..], &set].concat());
+        for (f, v) in
+            [("--kld-max", "0.3"), ("--top1-min", "70"), ("--ppl-ratio-max", "1.5"), ("--cases", "4=5=+6,7=8=9")]
+        {
+            assert_eq!(flag(&args, f).as_deref(), Some(v), "{f}: {args:?}");
+        }
+    }
+
+    #[test]
+    fn ladder_config_declares_the_feeder_keys() {
+        let y = include_str!("../../../cloudbuild/cloudbuild-iq-ladder.yaml");
+        let keys: Vec<String> = substitutions(y).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["_MODEL_ID", "_HF_SOURCE", "_FAMILY", "_F16_URI", "_IMATRIX_URI"]);
+    }
+}

@@ -1,0 +1,453 @@
+//! `queue.txt`: the ordered model list (small → large). One model per line:
+//!
+//! ```text
+//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
+//! ```
+//!
+//! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
+//! rewrites only the tokens it changes. Saving re-reads the file under a lock and refuses
+//! when it changed on disk since it was loaded, so a concurrent edit is never lost silently.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Tag {
+    ReadyNow,
+    AutoFeed,
+    External,
+    Hold,
+    OutOfScope,
+}
+
+impl Tag {
+    pub const ALL: [Tag; 5] = [Tag::ReadyNow, Tag::AutoFeed, Tag::External, Tag::Hold, Tag::OutOfScope];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tag::ReadyNow => "READY-NOW",
+            Tag::AutoFeed => "AUTO-FEED",
+            Tag::External => "EXTERNAL",
+            Tag::Hold => "HOLD",
+            Tag::OutOfScope => "OUT-OF-SCOPE",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Tag> {
+        Tag::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Entry {
+    pub id: String,
+    pub params_b: f64,
+    pub family: String,
+    pub hf_source: Option<String>,
+    /// KAIJU1 Voronoi modulus for this model (`q=`; default 4 = 2.25 bpw).
+    pub modulus: Option<u32>,
+    /// Per-kind KAIJU1 variants overriding `q=` (`mix=attn_v=6,ffn_down=5`; see `--mix`).
+    pub mix: Option<String>,
+    /// A budget of matmul bits per weight (`bpw=2.6`; see `--bpw`): the encoder allocates
+    /// each tensor's variant, and `q=` no longer applies.
+    pub bpw: Option<f64>,
+    pub tag: Tag,
+    /// Text after `#` on the line (the reason for HOLD / OUT-OF-SCOPE, or any note).
+    pub comment: Option<String>,
+    /// Line number (1-based) in the file.
+    pub line: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {msg}")]
+    Parse { path: PathBuf, line: usize, msg: String },
+    #[error("{path}: changed on disk since it was loaded (another editor or the watcher?); reload and redo the edit — nothing was written")]
+    Conflict { path: PathBuf },
+    #[error("no model {0:?} in the queue")]
+    NoSuchModel(String),
+    #[error("{0}")]
+    Edit(String),
+}
+
+/// What an edit does to a line's `# comment`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Comment<'a> {
+    Keep,
+    Set(&'a str),
+    Clear,
+}
+
+/// Separates a hold note from the comment the line had before (restored on unhold).
+pub const HOLD_SEP: &str = " ¦ ";
+
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub path: PathBuf,
+    lines: Vec<String>,
+    trailing_newline: bool,
+    loaded: Vec<u8>,
+    pub entries: Vec<Entry>,
+}
+
+fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueError> {
+    let (body, comment) = match raw.find('#') {
+        Some(i) => (&raw[..i], Some(raw[i + 1..].trim().to_string()).filter(|c| !c.is_empty())),
+        None => (raw, None),
+    };
+    let toks: Vec<&str> = body.split_whitespace().collect();
+    if toks.is_empty() {
+        return Ok(None);
+    }
+    let err = |msg: String| QueueError::Parse { path: path.into(), line: n, msg };
+    let id = toks[0];
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
+    }
+    let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
+    let mut bpw = None;
+    for t in &toks[1..] {
+        if let Some(v) = t.strip_prefix("params=") {
+            params = Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|p| *p > 0.0)
+                    .ok_or_else(|| err(format!("{id}: params={v:?}: expected a positive number of billions")))?,
+            );
+        } else if let Some(v) = t.strip_prefix("family=") {
+            family = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("hf=") {
+            hf = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("q=") {
+            modulus = Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|&q| crate::dataplane::codec::kaiju1::Variant::new(q).is_some())
+                    .ok_or_else(|| {
+                        err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 3, 4, 5, 6 or 8"))
+                    })?,
+            );
+        } else if let Some(v) = t.strip_prefix("bpw=") {
+            bpw = Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|b| b.is_finite() && *b > 0.0)
+                    .ok_or_else(|| err(format!("{id}: bpw={v:?}: expected a budget of bits per weight, e.g. 2.6")))?,
+            );
+        } else if let Some(v) = t.strip_prefix("mix=") {
+            crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
+            mix = Some(v.to_string());
+        } else if let Some(tg) = Tag::parse(t) {
+            if tag.replace(tg).is_some() {
+                return Err(err(format!("{id}: more than one state tag")));
+            }
+        } else {
+            return Err(err(format!(
+                "{id}: unexpected {t:?}: expected params=, family=, hf=, q=, bpw=, mix= or a state tag ({})",
+                Tag::ALL.map(|t| t.as_str()).join(" / ")
+            )));
+        }
+    }
+    Ok(Some(Entry {
+        id: id.to_string(),
+        params_b: params.ok_or_else(|| err(format!("{id}: missing params=<billions>")))?,
+        family: family.ok_or_else(|| err(format!("{id}: missing family=<name>")))?,
+        hf_source: hf,
+        modulus,
+        mix,
+        bpw,
+        tag: tag
+            .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
+        comment,
+        line: n,
+    }))
+}
+
+impl Queue {
+    pub fn parse(path: &Path, text: &str) -> Result<Queue, QueueError> {
+        let trailing_newline = text.ends_with('\n');
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        let lines: Vec<String> = if text.is_empty() { vec![] } else { body.split('\n').map(String::from).collect() };
+        let mut entries = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            if let Some(e) = parse_line(path, i + 1, l)? {
+                if entries.iter().any(|x: &Entry| x.id == e.id) {
+                    return Err(QueueError::Parse {
+                        path: path.into(),
+                        line: i + 1,
+                        msg: format!("duplicate model id {:?}", e.id),
+                    });
+                }
+                entries.push(e);
+            }
+        }
+        Ok(Queue { path: path.into(), lines, trailing_newline, loaded: text.as_bytes().to_vec(), entries })
+    }
+
+    pub fn load(path: &Path) -> Result<Queue, QueueError> {
+        let text = std::fs::read_to_string(path).map_err(|source| QueueError::Io { path: path.into(), source })?;
+        Self::parse(path, &text)
+    }
+
+    /// The file text as it would be written.
+    pub fn render(&self) -> String {
+        let mut s = self.lines.join("\n");
+        if self.trailing_newline {
+            s.push('\n');
+        }
+        s
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+
+    fn reparse(&mut self) -> Result<(), QueueError> {
+        let text = self.render();
+        let loaded = std::mem::take(&mut self.loaded);
+        *self = Queue::parse(&self.path, &text)?;
+        self.loaded = loaded;
+        Ok(())
+    }
+
+    fn line_of(&self, id: &str) -> Result<usize, QueueError> {
+        self.get(id).map(|e| e.line - 1).ok_or_else(|| QueueError::NoSuchModel(id.into()))
+    }
+
+    /// Change a model's state tag in place, and its comment as asked.
+    pub fn set_tag(&mut self, id: &str, tag: Tag, comment: Comment<'_>) -> Result<(), QueueError> {
+        let li = self.line_of(id)?;
+        let old = self.get(id).expect("exists").tag;
+        let raw = &self.lines[li];
+        let (body, old_comment) = match raw.find('#') {
+            Some(i) => (&raw[..i], Some(&raw[i..])),
+            None => (raw.as_str(), None),
+        };
+        // replace the tag token, keeping the spacing around it
+        let mut out = String::new();
+        let mut rest = body;
+        let mut done = false;
+        while !rest.is_empty() {
+            let ws = rest.len() - rest.trim_start().len();
+            out.push_str(&rest[..ws]);
+            rest = &rest[ws..];
+            let tl = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let tok = &rest[..tl];
+            if !done && tok == old.as_str() {
+                out.push_str(tag.as_str());
+                done = true;
+            } else {
+                out.push_str(tok);
+            }
+            rest = &rest[tl..];
+        }
+        match (comment, old_comment) {
+            (Comment::Set(c), _) => {
+                if !out.ends_with(char::is_whitespace) {
+                    out.push_str("  ");
+                }
+                out.push_str("# ");
+                out.push_str(c);
+            }
+            (Comment::Keep, Some(c)) => out.push_str(c),
+            (Comment::Clear, _) => out.truncate(out.trim_end().len()),
+            (Comment::Keep, None) => {}
+        }
+        self.lines[li] = out;
+        self.reparse()
+    }
+
+    /// Hold a model, remembering its tag in the comment so that unhold can restore it.
+    pub fn hold(&mut self, id: &str, reason: Option<&str>) -> Result<(), QueueError> {
+        let e = self.get(id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        if e.tag == Tag::Hold {
+            return Err(QueueError::Edit(format!("{id} is already on HOLD")));
+        }
+        let mut c = format!("hold (was {}){}", e.tag, reason.map(|r| format!(": {r}")).unwrap_or_default());
+        if let Some(old) = &e.comment {
+            c = format!("{c}{HOLD_SEP}{old}");
+        }
+        self.set_tag(id, Tag::Hold, Comment::Set(&c))
+    }
+
+    /// Release a held model: back to the tag remembered by [`Queue::hold`], else `fallback`
+    /// (or AUTO-FEED when it has an HF source, READY-NOW when not).
+    pub fn unhold(&mut self, id: &str, fallback: Option<Tag>) -> Result<Tag, QueueError> {
+        let e = self.get(id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        if e.tag != Tag::Hold {
+            return Err(QueueError::Edit(format!("{id} is not on HOLD (it is {})", e.tag)));
+        }
+        let note = e.comment.as_deref().and_then(|c| c.strip_prefix("hold (was "));
+        let remembered = note.and_then(|c| c.split_once(')')).and_then(|(t, _)| Tag::parse(t));
+        let original = note.and_then(|c| c.split_once(HOLD_SEP)).map(|(_, o)| o.to_string());
+        let tag = fallback.or(remembered).unwrap_or(if e.hf_source.is_some() { Tag::AutoFeed } else { Tag::ReadyNow });
+        let comment = match (&original, note) {
+            (Some(o), _) => Comment::Set(o),
+            (None, Some(_)) => Comment::Clear,
+            (None, None) => Comment::Keep,
+        };
+        self.set_tag(id, tag, comment)?;
+        Ok(tag)
+    }
+
+    /// Move a model one entry up (`-1`) or down (`+1`) past its neighbouring entry;
+    /// comment lines stay where they are.
+    pub fn move_by(&mut self, id: &str, dir: i32) -> Result<(), QueueError> {
+        let pos = self.entries.iter().position(|e| e.id == id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
+        let other = pos as i64 + dir.signum() as i64;
+        if other < 0 || other as usize >= self.entries.len() {
+            return Err(QueueError::Edit(format!(
+                "{id} is already at the {} of the queue",
+                if dir < 0 { "top" } else { "bottom" }
+            )));
+        }
+        let (a, b) = (self.entries[pos].line - 1, self.entries[other as usize].line - 1);
+        self.lines.swap(a, b);
+        self.reparse()
+    }
+
+    /// Write atomically, refusing if the file changed on disk since load.
+    pub fn save(&mut self) -> Result<(), QueueError> {
+        let io = |source| QueueError::Io { path: self.path.clone(), source };
+        let lock_path = self.path.with_extension("txt.lock");
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io)?;
+        lock.lock().map_err(io)?;
+        let current = std::fs::read(&self.path).map_err(io)?;
+        if current != self.loaded {
+            return Err(QueueError::Conflict { path: self.path.clone() });
+        }
+        let text = self.render();
+        crate::fsutil::write_atomic(&self.path, text.as_bytes()).map_err(io)?;
+        self.loaded = text.into_bytes();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q: &str = "# zoo\n\nsmollm2-135m  params=0.135 family=llama hf=HuggingFaceTB/SmolLM2-135M-Instruct   READY-NOW\n# mid comment\nqwen2.5-0.5b params=0.5  family=qwen2  hf=Qwen/Qwen2.5-0.5B-Instruct AUTO-FEED  # small\ngemma-2-9b params=9.2 family=gemma2 HOLD # gemma2 soft-capping\n";
+
+    fn q() -> Queue {
+        Queue::parse(Path::new("queue.txt"), Q).unwrap()
+    }
+
+    #[test]
+    fn round_trip_is_byte_identical() {
+        assert_eq!(q().render(), Q);
+        let no_nl = Q.trim_end_matches('\n');
+        assert_eq!(Queue::parse(Path::new("q"), no_nl).unwrap().render(), no_nl);
+        let e = &q().entries;
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1].comment.as_deref(), Some("small"));
+        assert_eq!(e[2].tag, Tag::Hold);
+        assert_eq!(e[0].hf_source.as_deref(), Some("HuggingFaceTB/SmolLM2-135M-Instruct"));
+    }
+
+    #[test]
+    fn hold_edits_only_the_tag_and_comment() {
+        let mut q = q();
+        q.set_tag("smollm2-135m", Tag::Hold, Comment::Set("operator hold")).unwrap();
+        let s = q.render();
+        assert!(s.contains("hf=HuggingFaceTB/SmolLM2-135M-Instruct   HOLD  # operator hold\n"), "{s}");
+        q.set_tag("smollm2-135m", Tag::ReadyNow, Comment::Keep).unwrap();
+        assert!(q.render().contains("   READY-NOW  # operator hold\n"));
+        assert_eq!(q.get("smollm2-135m").unwrap().tag, Tag::ReadyNow);
+    }
+
+    #[test]
+    fn hold_remembers_the_tag_for_unhold() {
+        let mut q = q();
+        let before = q.render();
+        q.hold("qwen2.5-0.5b", Some("flaky feeder")).unwrap();
+        assert_eq!(
+            q.get("qwen2.5-0.5b").unwrap().comment.as_deref(),
+            Some("hold (was AUTO-FEED): flaky feeder ¦ small")
+        );
+        assert!(q.hold("qwen2.5-0.5b", None).is_err());
+        assert_eq!(q.unhold("qwen2.5-0.5b", None).unwrap(), Tag::AutoFeed);
+        assert_eq!(q.render(), before, "hold + unhold is the identity");
+        q.hold("smollm2-135m", None).unwrap();
+        q.unhold("smollm2-135m", None).unwrap();
+        assert_eq!(q.render(), before);
+        assert!(q.unhold("qwen2.5-0.5b", None).is_err());
+        // a hand-written HOLD falls back by HF source
+        assert_eq!(q.unhold("gemma-2-9b", None).unwrap(), Tag::ReadyNow);
+    }
+
+    #[test]
+    fn move_swaps_entries_and_keeps_comments() {
+        let mut q = q();
+        q.move_by("gemma-2-9b", -1).unwrap();
+        let ids: Vec<_> = q.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["smollm2-135m", "gemma-2-9b", "qwen2.5-0.5b"]);
+        assert!(q.render().contains("# mid comment\ngemma-2-9b"));
+        assert!(q.move_by("smollm2-135m", -1).is_err());
+    }
+
+    #[test]
+    fn parse_errors_name_line_and_field() {
+        let e = Queue::parse(Path::new("queue.txt"), "a params=x family=l HOLD\n").unwrap_err().to_string();
+        assert!(e.contains("queue.txt:1") && e.contains("params="), "{e}");
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l\n").unwrap_err().to_string();
+        assert!(e.contains("missing state tag"), "{e}");
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD\na params=1 family=l HOLD\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate"), "{e}");
+        let e = Queue::parse(Path::new("queue.txt"), "a params=1 family=l HOLD bogus\n").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+        let e =
+            Queue::parse(Path::new("queue.txt"), "a params=1 family=l mix=attn_v=9 HOLD\n").unwrap_err().to_string();
+        assert!(e.contains("queue.txt:1") && e.contains("mix=") && e.contains("(3, 4, 5, 6, 8) or keep"), "{e}");
+    }
+
+    #[test]
+    fn mix_is_kept_for_the_encode_build() {
+        let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l q=4 mix=attn_v=6,ffn_down=5 READY-NOW\n")
+            .unwrap();
+        assert_eq!(q.entries[0].mix.as_deref(), Some("attn_v=6,ffn_down=5"));
+        assert_eq!(q.entries[0].modulus, Some(4));
+        assert_eq!(q.entries[0].bpw, None);
+        let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l bpw=2.6 READY-NOW\n").unwrap();
+        assert_eq!(q.entries[0].bpw, Some(2.6));
+        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf"] {
+            let e = Queue::parse(Path::new("queue.txt"), &format!("a params=1 family=l {bad} READY-NOW\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("queue.txt:1") && e.contains("expected a budget of bits per weight"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn concurrent_edit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("queue.txt");
+        std::fs::write(&p, Q).unwrap();
+        let mut a = Queue::load(&p).unwrap();
+        let mut b = Queue::load(&p).unwrap();
+        a.set_tag("qwen2.5-0.5b", Tag::Hold, Comment::Keep).unwrap();
+        a.save().unwrap();
+        b.move_by("gemma-2-9b", -1).unwrap();
+        let e = b.save().unwrap_err();
+        assert!(matches!(e, QueueError::Conflict { .. }));
+        // a's edit survived
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("qwen2.5-0.5b params=0.5  family=qwen2  hf=Qwen/Qwen2.5-0.5B-Instruct HOLD  # small"));
+        // a can keep editing from its fresh state
+        a.move_by("gemma-2-9b", -1).unwrap();
+        a.save().unwrap();
+    }
+}

@@ -1,0 +1,444 @@
+//! The watcher's decision: a pure function of (queue, inventory, builds, markers) → at most
+//! one action. Side effects live in `crate::controlplane::watcher`.
+//!
+//! Decision table, evaluated once per tick:
+//! 1. any build of ours in flight (it carries `_HF_SOURCE`, `_KNOT_NAME` or `_OUT_KEY`)
+//!    → nothing (one build at a time);
+//! 2. otherwise walk the queue in order, per model:
+//!    OUT-OF-SCOPE → skip · HOLD → skip, loudly · KAIJU1 knot shipped → done, unless a
+//!    `.reencode` marker asks for one more encode (then it goes on like an unshipped model) ·
+//!    any UNKNOWN check → stop this tick (UNKNOWN is never ABSENT) ·
+//!    `.done` marker without a shipped knot → encode FAILED, skip (requeue to retry) ·
+//!    READY → **submit encode** · EXTERNAL → skip (prerequisites come from outside) ·
+//!    f16 or imatrix absent, HF source, no `.feeder` → **submit feeder** ·
+//!    `.feeder` marker → feeder FAILED (not resubmitted), skip · anything else → skip with why;
+//! 3. no action and every model but HOLD / OUT-OF-SCOPE is done → ALL DONE (exit 11).
+
+use super::inventory::{Inventory, ModelInventory};
+use super::markers::MarkerSet;
+use super::queue::{Entry, Tag};
+use crate::controlplane::backend::builds::BuildInfo;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    SubmitEncode { id: String },
+    SubmitFeeder { id: String, hf_source: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// `action` is set.
+    Act,
+    /// A build of ours is in flight.
+    Busy { builds: Vec<String> },
+    /// A check came back UNKNOWN; nothing is decided until it clears.
+    /// `checks`: the names of the UNKNOWN checks; `why`: each with its reason (the note)
+    Blocked { id: String, checks: Vec<String>, why: String },
+    /// Nothing to do now (everything left is waiting on something).
+    Idle,
+    /// Every model except HOLD / OUT-OF-SCOPE is done.
+    AllDone,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub action: Option<Action>,
+    pub outcome: Outcome,
+    /// One line per model that was skipped, and why (HOLD lines start with "HOLD").
+    pub notes: Vec<String>,
+}
+
+impl Decision {
+    /// The one-line summary `--tick` prints.
+    pub fn summary(&self) -> String {
+        match (&self.outcome, &self.action) {
+            (_, Some(Action::SubmitEncode { id })) => format!("submit KAIJU encode for {id}"),
+            (_, Some(Action::SubmitFeeder { id, hf_source })) => {
+                format!("submit IQ-ladder feeder for {id} ({hf_source})")
+            }
+            (Outcome::Busy { builds }, _) => {
+                format!("nothing: build in flight ({})", builds.join(", "))
+            }
+            // the reasons are in the notes (stderr): the line names the checks only
+            (Outcome::Blocked { id, checks, .. }, _) => {
+                format!("nothing: {id} has an UNKNOWN check ({})", checks.join(", "))
+            }
+            (Outcome::AllDone, _) => "nothing: every non-HOLD model is done".into(),
+            _ => "nothing to do".into(),
+        }
+    }
+}
+
+/// The build a model needs next, judged by its prerequisites alone (tags, markers and
+/// in-flight builds aside). Shared by the tick and the control room's "submit now".
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Encode,
+    Feed(String),
+    Blocked(String),
+}
+
+pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
+    if m.ready() {
+        return Next::Encode;
+    }
+    let missing = m.missing().join("; ");
+    match (&e.hf_source, m.f16.is_absent() || m.imatrix.is_absent()) {
+        (Some(hf), true) => Next::Feed(hf.clone()),
+        (None, true) => Next::Blocked(format!("no HF source to feed from (hf= in the queue); not ready: {missing}")),
+        (_, false) => Next::Blocked(format!("not ready: {missing}")),
+    }
+}
+
+fn is_done(inv: &Inventory, markers: &MarkerSet, id: &str) -> bool {
+    inv.get(id).is_some_and(|m| m.output.is_present()) && !markers.reencode.contains(id)
+}
+
+pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet) -> Decision {
+    // every held model is reported loudly on every tick, whatever else happens
+    let mut notes: Vec<String> = queue
+        .iter()
+        .filter(|e| e.tag == Tag::Hold)
+        .map(|e| {
+            format!(
+                "HOLD {}: skipped, held by the operator ({})",
+                e.id,
+                e.comment.as_deref().unwrap_or("no reason given")
+            )
+        })
+        .collect();
+    let in_flight: Vec<String> =
+        builds.iter().filter(|b| b.status.is_ongoing() && b.is_ours()).map(|b| b.id.clone()).collect();
+    if !in_flight.is_empty() {
+        return Decision { action: None, outcome: Outcome::Busy { builds: in_flight }, notes };
+    }
+    for e in queue {
+        let id = e.id.as_str();
+        let why = e.comment.as_deref().unwrap_or("no reason given");
+        match e.tag {
+            Tag::OutOfScope => {
+                notes.push(format!("skip {id}: OUT-OF-SCOPE ({why})"));
+                continue;
+            }
+            Tag::Hold => continue,
+            _ => {}
+        }
+        let Some(m) = inv.get(id) else {
+            return Decision {
+                action: None,
+                outcome: Outcome::Blocked { id: id.into(), checks: vec!["all".into()], why: "not probed".into() },
+                notes,
+            };
+        };
+        if is_done(inv, markers, id) {
+            continue;
+        }
+        let unknown = m.unknowns();
+        if !unknown.is_empty() {
+            // checks failing for one reason (a store that cannot be reached) are said once
+            let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+            for (n, e) in &unknown {
+                match groups.iter_mut().find(|(_, r)| r == e) {
+                    Some((names, _)) => names.push(n),
+                    None => groups.push((vec![n], e.as_str())),
+                }
+            }
+            let why = groups.iter().map(|(n, e)| format!("{}: {e}", n.join(", "))).collect::<Vec<_>>().join("; ");
+            notes.push(format!("stop at {id}: UNKNOWN {why}"));
+            let checks = unknown.iter().map(|(n, _)| n.to_string()).collect();
+            return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), checks, why }, notes };
+        }
+        if markers.done.contains(id) {
+            notes
+                .push(format!("skip {id}: encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)"));
+            continue;
+        }
+        let next = next_build(e, m);
+        if next == Next::Encode {
+            return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
+        }
+        if e.tag == Tag::External {
+            notes.push(format!("skip {id}: EXTERNAL, not ready: {}", m.missing().join("; ")));
+            continue;
+        }
+        match next {
+            Next::Feed(hf) if !markers.feeder.contains(id) => {
+                return Decision {
+                    action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
+                    outcome: Outcome::Act,
+                    notes,
+                };
+            }
+            Next::Feed(_) => notes.push(format!(
+                "skip {id}: feeder was submitted but not ready (FAILED; requeue to retry): {}",
+                m.missing().join("; ")
+            )),
+            Next::Blocked(why) => notes.push(format!("skip {id}: {why}")),
+            Next::Encode => unreachable!("handled above"),
+        }
+    }
+    let all_done =
+        queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, markers, &e.id));
+    Decision { action: None, outcome: if all_done { Outcome::AllDone } else { Outcome::Idle }, notes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::backend::builds::{BuildKind, BuildStatus};
+    use crate::controlplane::backend::store::Probe;
+    use crate::controlplane::campaign::inventory::ModelInventory;
+    use crate::dataplane::gate::qspec::{GateKind, QSpec};
+
+    const P: Probe = Probe::Present { size: 1 };
+    const A: Probe = Probe::Absent;
+
+    fn gate() -> GateKind {
+        GateKind::Argmax(QSpec {
+            id: None,
+            family: None,
+            params_b: None,
+            hf_source: None,
+            knot: None,
+            modality: None,
+            prompt_text: None,
+            prompt_tokens: vec![1, 2],
+            expect_token: 3,
+            expect_text: None,
+            reject_token: None,
+            reject_text: None,
+            cases: vec![],
+        })
+    }
+
+    fn entry(id: &str, tag: Tag, hf: bool) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b: 1.0,
+            family: "llama".into(),
+            hf_source: hf.then(|| format!("org/{id}")),
+            modulus: None,
+            mix: None,
+            bpw: None,
+            tag,
+            comment: Some("because".into()),
+            line: 1,
+        }
+    }
+
+    fn inv(f16: Probe, im: Probe, base: Probe, g: GateKind, out: Probe) -> ModelInventory {
+        ModelInventory { f16, imatrix: im, base, gate: g, output: out }
+    }
+
+    fn ready() -> ModelInventory {
+        inv(P, P, P, gate(), A)
+    }
+
+    fn one(e: Entry, m: ModelInventory) -> (Vec<Entry>, Inventory) {
+        let mut i = Inventory::new();
+        i.insert(e.id.clone(), m);
+        (vec![e], i)
+    }
+
+    fn build(subs: &[&str], status: BuildStatus) -> BuildInfo {
+        let spec = crate::controlplane::backend::builds::BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "a".into(),
+            substitutions: subs.iter().map(|k| (k.to_string(), "x".to_string())).collect(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        BuildInfo { id: "b1".into(), status, ..BuildInfo::queued("b1".into(), &spec, 0.0) }
+    }
+
+    fn none() -> MarkerSet {
+        MarkerSet::default()
+    }
+
+    #[test]
+    fn ready_submits_encode() {
+        for tag in [Tag::ReadyNow, Tag::AutoFeed, Tag::External] {
+            let (q, i) = one(entry("a", tag, true), ready());
+            let d = decide(&q, &i, &[], &none());
+            assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
+        }
+    }
+
+    #[test]
+    fn not_ready_with_hf_source_submits_feeder_once() {
+        let (q, i) = one(entry("a", Tag::AutoFeed, true), inv(A, A, P, gate(), A));
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() }));
+        // with the .feeder marker (a failed or finished feeder) it is not resubmitted
+        let mut m = none();
+        m.feeder.insert("a".into());
+        let d = decide(&q, &i, &[], &m);
+        assert_eq!(d.action, None);
+        assert!(d.notes[0].contains("FAILED"), "{:?}", d.notes);
+        assert_eq!(d.outcome, Outcome::Idle);
+        // only the imatrix missing also feeds
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), A));
+        assert!(matches!(decide(&q, &i, &[], &none()).action, Some(Action::SubmitFeeder { .. })));
+    }
+
+    #[test]
+    fn not_ready_without_hf_source_is_skipped() {
+        let (q, i) = one(entry("a", Tag::AutoFeed, false), inv(A, A, P, gate(), A));
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, None);
+        assert_eq!(
+            d.notes,
+            ["skip a: no HF source to feed from (hf= in the queue); not ready: no f16 truth; no imatrix"]
+        );
+    }
+
+    #[test]
+    fn external_is_skipped_when_not_ready() {
+        let (q, i) = one(entry("a", Tag::External, true), inv(A, A, P, gate(), A));
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, None);
+        assert!(d.notes[0].contains("EXTERNAL"));
+        assert_eq!(d.outcome, Outcome::Idle);
+    }
+
+    #[test]
+    fn hold_is_skipped_loudly_even_when_ready() {
+        let (q, i) = one(entry("a", Tag::Hold, true), ready());
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, None);
+        assert!(d.notes[0].starts_with("HOLD a") && d.notes[0].contains("because"));
+        assert_eq!(d.outcome, Outcome::AllDone);
+    }
+
+    #[test]
+    fn out_of_scope_is_skipped() {
+        let (q, i) = one(entry("a", Tag::OutOfScope, true), ready());
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, None);
+        assert_eq!(d.outcome, Outcome::AllDone);
+    }
+
+    #[test]
+    fn a_reencode_request_encodes_a_shipped_model_once() {
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
+        let mut m = none();
+        m.reencode.insert("a".into());
+        let d = decide(&q, &i, &[], &m);
+        assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }));
+        // not all done while a re-encode is asked for, even if it cannot go yet
+        let (q2, i2) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), P));
+        let d = decide(&q2, &i2, &[], &m);
+        assert_ne!(d.outcome, Outcome::AllDone);
+        // a re-encode waits behind a build in flight like any encode
+        let b = build(&["_OUT_KEY"], BuildStatus::Working);
+        assert!(matches!(decide(&q, &i, &[b], &m).outcome, Outcome::Busy { .. }));
+        // once submitted (the executor removed the request; .done set) the shipped knot is done again
+        let mut after = none();
+        after.done.insert("a".into());
+        assert_eq!(decide(&q, &i, &[], &after).outcome, Outcome::AllDone);
+    }
+
+    #[test]
+    fn nothing_while_any_build_of_ours_is_in_flight() {
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
+        for keys in [&["_HF_SOURCE"][..], &["_KNOT_NAME"], &["_OUT_KEY"], &["_OUT_KEY", "_OTHER"]] {
+            for st in [BuildStatus::Queued, BuildStatus::Working] {
+                let d = decide(&q, &i, &[build(keys, st)], &none());
+                assert_eq!(d.action, None, "{keys:?}");
+                assert!(matches!(d.outcome, Outcome::Busy { .. }));
+            }
+        }
+        // finished builds and builds that are not ours do not block
+        let d = decide(
+            &q,
+            &i,
+            &[build(&["_OUT_KEY"], BuildStatus::Success), build(&["_UNRELATED"], BuildStatus::Working)],
+            &none(),
+        );
+        assert!(d.action.is_some());
+    }
+
+    #[test]
+    fn one_unreachable_store_is_said_once_and_only_in_the_note() {
+        let why = "cannot reach http://127.0.0.1:9: Connection refused (os error 111)";
+        let u = Probe::Unknown(why.into());
+        let m = inv(u.clone(), u.clone(), u.clone(), gate(), u);
+        let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.notes.last().unwrap(), &format!("stop at a: UNKNOWN f16, imatrix, base, output: {why}"));
+        assert_eq!(d.summary(), "nothing: a has an UNKNOWN check (f16, imatrix, base, output)");
+    }
+
+    #[test]
+    fn unknown_is_never_absent() {
+        for which in 0..4 {
+            let mut m = inv(A, A, P, gate(), A);
+            let u = Probe::Unknown("permission denied".into());
+            match which {
+                0 => m.f16 = u,
+                1 => m.imatrix = u,
+                2 => m.base = u,
+                _ => m.output = u,
+            }
+            let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
+            let d = decide(&q, &i, &[], &none());
+            assert_eq!(d.action, None, "case {which}: UNKNOWN must not trigger a feeder");
+            assert!(matches!(d.outcome, Outcome::Blocked { .. }));
+            assert!(d.summary().contains("UNKNOWN"));
+        }
+    }
+
+    #[test]
+    fn done_marker_without_output_is_failed_and_not_resubmitted() {
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
+        let mut m = none();
+        m.done.insert("a".into());
+        let d = decide(&q, &i, &[], &m);
+        assert_eq!(d.action, None);
+        assert!(d.notes[0].contains("FAILED"));
+    }
+
+    #[test]
+    fn shipped_models_are_done_and_all_done_is_reported() {
+        let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, None);
+        assert_eq!(d.outcome, Outcome::AllDone);
+    }
+
+    #[test]
+    fn sentinel_or_missing_qspec_is_not_gate_ready() {
+        for g in [GateKind::Sentinel, GateKind::Missing] {
+            let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, g.clone(), A));
+            let d = decide(&q, &i, &[], &none());
+            assert_eq!(d.action, None, "{g:?}");
+            assert!(d.notes[0].contains("not ready"));
+        }
+    }
+
+    #[test]
+    fn queue_order_wins_and_at_most_one_action() {
+        let q = vec![entry("a", Tag::Hold, true), entry("b", Tag::AutoFeed, true), entry("c", Tag::ReadyNow, true)];
+        let mut i = Inventory::new();
+        i.insert("a".into(), ready());
+        i.insert("b".into(), inv(A, A, P, gate(), A));
+        i.insert("c".into(), ready());
+        let d = decide(&q, &i, &[], &none());
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "b".into(), hf_source: "org/b".into() }));
+        assert!(d.notes[0].starts_with("HOLD a"));
+        // once b's feeder marker exists, c (ready) is encoded
+        let mut m = none();
+        m.feeder.insert("b".into());
+        assert_eq!(decide(&q, &i, &[], &m).action, Some(Action::SubmitEncode { id: "c".into() }));
+    }
+
+    #[test]
+    fn unprobed_model_blocks() {
+        let q = vec![entry("a", Tag::AutoFeed, true)];
+        let d = decide(&q, &Inventory::new(), &[], &none());
+        assert!(matches!(d.outcome, Outcome::Blocked { .. }));
+    }
+}

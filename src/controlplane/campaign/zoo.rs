@@ -1,0 +1,344 @@
+//! One row per queue entry as the zoo table (TUI and `status`) shows it.
+
+use super::cost::{self, Estimate};
+use super::inventory::{Inventory, ModelInventory};
+use super::markers::MarkerSet;
+use super::queue::Entry;
+use super::state::{latest_build, state_of, ModelState};
+use crate::config::CostConfig;
+use crate::controlplane::backend::builds::BuildInfo;
+use crate::controlplane::backend::store::Probe;
+use crate::dataplane::gate::qspec::GateKind;
+use crate::dataplane::gate::quality::{Quality, Thresholds};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ZooRow {
+    pub id: String,
+    pub params_b: f64,
+    pub family: String,
+    pub tag: String,
+    pub state: ModelState,
+    pub f16: Probe,
+    pub imatrix: Probe,
+    pub base: Probe,
+    /// ARGMAX / GATEWAY SENTINEL / MISSING / INVALID
+    pub gate: String,
+    pub gate_ready: bool,
+    /// The gate column's mark (the same fact as `gate`, for the tables)
+    #[serde(skip)]
+    pub gate_mark: GateMark,
+    pub estimate: Estimate,
+    pub last_build: Option<String>,
+    /// e.g. "PASS argmax 7042", from the shipped gate log or the failed gate step
+    pub gate_result: Option<String>,
+    /// The shipped knot's distributional figures against its f16 (from its gate log)
+    pub gate_figures: Option<GateFigures>,
+    /// The build a submit would start now ("KAIJU encode", "IQ-ladder feeder"), or why none
+    /// can start ("nothing: …")
+    pub next_build: String,
+    pub detail: Vec<String>,
+}
+
+/// How the zoo tables mark a model's qspec: an argmax gate, no qspec, a qspec that does not
+/// parse (the operator must fix the file), or one that is not a gate (a gateway sentinel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateMark {
+    Gate,
+    Missing,
+    Invalid,
+    NotAGate,
+}
+
+impl GateMark {
+    pub fn of(g: &GateKind) -> GateMark {
+        match g {
+            GateKind::Argmax(_) => GateMark::Gate,
+            GateKind::Missing => GateMark::Missing,
+            GateKind::Invalid(_) => GateMark::Invalid,
+            GateKind::Sentinel => GateMark::NotAGate,
+        }
+    }
+    pub fn glyph(self) -> &'static str {
+        match self {
+            GateMark::Gate => "✔",
+            GateMark::Missing => "✗",
+            GateMark::Invalid => "!",
+            GateMark::NotAGate => "∅",
+        }
+    }
+}
+
+/// What the marks in the prerequisite and gate columns mean (help overlay, README).
+pub const LEGEND: &str = "✔ present / argmax gate · ✗ absent / no qspec · ? UNKNOWN (probe failed) · \
+∅ qspec is not a gate (sentinel) · ! qspec invalid";
+
+/// The distributional figures of a shipped knot's gate, with the thresholds it ran under.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GateFigures {
+    pub quality: Quality,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+}
+
+/// What a gate log says: its one-line summary, its distributional figures, the lines the
+/// details popup shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateReport {
+    pub summary: String,
+    pub figures: Option<GateFigures>,
+    pub details: Vec<String>,
+}
+
+/// Read a gate log (`gate::GateOutcome::log_text`): None when it has no verdict.
+pub fn gate_report(log: &str) -> Option<GateReport> {
+    let result = log.lines().find_map(|l| l.strip_prefix("result: "))?.trim().to_string();
+    let argmax = log.lines().find_map(|l| l.strip_prefix("argmax: ")).and_then(|l| l.split_whitespace().next());
+    let ppl = log
+        .lines()
+        .find(|l| l.starts_with("perplexity"))
+        .and_then(|l| l.split(": ").last())
+        .and_then(|v| v.split_whitespace().next());
+    let figures: Option<GateFigures> =
+        log.lines().find_map(|l| l.strip_prefix("figures: ")).and_then(|j| serde_json::from_str(j).ok());
+    let mut summary = result;
+    let mut details = Vec::new();
+    match &figures {
+        Some(f) => {
+            let q = &f.quality;
+            summary += &format!(" kld {:.3} top1 {:.0}% ppl×{:.2}", q.kld_mean, q.top1_pct, q.ppl_ratio);
+            let lim = |v: Option<f64>, unit: &str| v.map(|x| format!("{x}{unit}")).unwrap_or_else(|| "unset".into());
+            details.push(format!(
+                "gate vs f16: KLD mean {:.4} (median {:.4}, p99 {:.4}, max {:.3}) · top-1 {:.2}% · PPL {:.3} → {:.3} (×{:.4})",
+                q.kld_mean, q.kld_median, q.kld_p99, q.kld_max, q.top1_pct, q.ppl_ref, q.ppl_knot, q.ppl_ratio
+            ));
+            details.push(format!(
+                "  over {} chunks of {} ({} tokens scored) of {}; thresholds: kld_max {} · top1_min {} · ppl_ratio_max {}",
+                q.chunks,
+                q.ctx,
+                q.tokens_scored,
+                q.text,
+                lim(f.thresholds.kld_max, ""),
+                lim(f.thresholds.top1_min, "%"),
+                lim(f.thresholds.ppl_ratio_max, "")
+            ));
+        }
+        None => {
+            if let Some(a) = argmax {
+                summary += &format!(" argmax {a}");
+            }
+            if let Some(p) = ppl {
+                summary += &format!(" · ppl {p}");
+            }
+        }
+    }
+    if let Some(a) = argmax {
+        details.push(format!("gate argmax: {a}"));
+    }
+    details.extend(
+        log.lines().filter(|l| l.starts_with("missed: ") || l.starts_with("case ")).map(|l| format!("gate {l}")),
+    );
+    Some(GateReport { summary, figures, details })
+}
+
+fn probe_line(name: &str, p: &Probe) -> String {
+    match p {
+        Probe::Present { size } => format!("{name}: present ({size} bytes)"),
+        Probe::Absent => format!("{name}: absent"),
+        Probe::Unknown(e) => format!("{name}: UNKNOWN: {e}"),
+    }
+}
+
+/// What the encode build will write for this model: the queue's `q=` (default 4) with its
+/// bits per weight on full groups of blocks, or its `bpw=` budget; and its `mix=` if any.
+fn codec_line(e: &Entry) -> String {
+    use crate::dataplane::codec::kaiju1::{self, Variant, BLOCK, GROUP};
+    if let Some(b) = e.bpw {
+        let mix = e.mix.as_ref().map(|m| format!(", pinned {m}")).unwrap_or_default();
+        return format!("codec: KAIJU1 allocated for {b} bpw{mix}");
+    }
+    let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
+    let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(BLOCK * GROUP, v))).unwrap_or_default();
+    let mix = e.mix.as_ref().map(|m| format!(", mix {m}")).unwrap_or_default();
+    format!("codec: KAIJU1 q={q}{bpw}{mix}")
+}
+
+pub fn rows(
+    entries: &[Entry],
+    inv: &Inventory,
+    builds: &[BuildInfo],
+    markers: &MarkerSet,
+    c: &CostConfig,
+) -> Vec<ZooRow> {
+    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.params_b), builds);
+    let unknown = ModelInventory {
+        f16: Probe::Unknown("not probed".into()),
+        imatrix: Probe::Unknown("not probed".into()),
+        base: Probe::Unknown("not probed".into()),
+        gate: GateKind::Missing,
+        output: Probe::Unknown("not probed".into()),
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let m = inv.get(&e.id).unwrap_or(&unknown);
+            let state = state_of(e, inv.get(&e.id), builds, markers);
+            let needs_ladder = cost::needs_ladder(e, m.f16.is_present() && m.imatrix.is_present());
+            let lb = latest_build(&e.id, builds);
+            let mut detail = vec![
+                probe_line("f16", &m.f16),
+                probe_line("imatrix", &m.imatrix),
+                probe_line("base knot", &m.base),
+                probe_line("kaiju1 knot", &m.output),
+                if e.tag == crate::controlplane::campaign::queue::Tag::OutOfScope {
+                    "gate: not needed (OUT-OF-SCOPE: nothing is encoded)".to_string()
+                } else {
+                    format!(
+                        "gate: {}{}",
+                        m.gate.label(),
+                        m.gate.reason().map(|r| format!(" — {r}")).unwrap_or_default()
+                    )
+                },
+                codec_line(e),
+            ];
+            if let Some(c) = &e.comment {
+                detail.push(format!("note: {c}"));
+            }
+            if let Some(b) = lb {
+                detail.push(format!(
+                    "last build: {} {} {}{}",
+                    b.id,
+                    b.kind.map(|k| k.as_str()).unwrap_or("?"),
+                    b.status.as_str(),
+                    b.detail.as_ref().map(|d| format!(" — {d}")).unwrap_or_default()
+                ));
+            }
+            ZooRow {
+                id: e.id.clone(),
+                params_b: e.params_b,
+                family: e.family.clone(),
+                tag: e.tag.as_str().into(),
+                state,
+                f16: m.f16.clone(),
+                imatrix: m.imatrix.clone(),
+                base: m.base.clone(),
+                gate: m.gate.label().into(),
+                gate_ready: m.gate.is_gate(),
+                gate_mark: GateMark::of(&m.gate),
+                estimate: cost::estimate(e, needs_ladder, c),
+                last_build: lb.map(|b| format!("{} {}", b.id, b.status.as_str())),
+                gate_result: lb
+                    .and_then(|b| b.detail.as_deref())
+                    .and_then(|d| d.strip_prefix("step gate: "))
+                    .map(|d| format!("FAIL: {d}")),
+                gate_figures: None,
+                next_build: match super::tick::next_build(e, m) {
+                    // as submit_now: nothing starts while a check is UNKNOWN
+                    _ if !m.unknowns().is_empty() => "nothing: a prerequisite check is UNKNOWN".into(),
+                    super::tick::Next::Encode => "KAIJU encode".into(),
+                    super::tick::Next::Feed(hf) => format!("IQ-ladder feeder (from {hf})"),
+                    super::tick::Next::Blocked(why) => format!("nothing: {why}"),
+                },
+                detail,
+            }
+        })
+        .collect()
+}
+
+impl ZooRow {
+    /// Whether the row is part of what is left to run: not DONE, not HOLD, not OUT-OF-SCOPE.
+    pub fn left_to_run(&self) -> bool {
+        !matches!(self.state, ModelState::Done | ModelState::Hold | ModelState::OutOfScope)
+    }
+
+    /// The estimate's hours as the tables show them: minutes under an hour (a 0.5B encode is
+    /// "9m", not "0.0"), "-" for a model nothing will run for (OUT-OF-SCOPE).
+    pub fn hours_cell(&self) -> String {
+        let h = self.estimate.hours;
+        if self.state == ModelState::OutOfScope {
+            "-".into()
+        } else if h < 1.0 {
+            format!("{:.0}m", (h * 60.0).ceil())
+        } else {
+            format!("{h:.1}")
+        }
+    }
+
+    pub fn usd_cell(&self) -> String {
+        if self.state == ModelState::OutOfScope {
+            "-".into()
+        } else {
+            format!("{:.2}", self.estimate.usd)
+        }
+    }
+}
+
+/// The plan over the zoo's rows: what `plan`, `status` and the control room's cost pane all
+/// show (the same estimates, the same models left).
+pub fn plan(rows: &[ZooRow], c: &CostConfig) -> cost::Plan {
+    cost::plan_of(rows.iter().filter(|r| r.left_to_run()).map(|r| r.estimate.clone()).collect(), c)
+}
+
+pub fn table(rows: &[ZooRow]) -> String {
+    let mut s = format!(
+        "{:<22} {:>7} {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
+        "model", "params", "family", "state", "f16", "imat", "base", "gate", "hours", "cost $", "gate result"
+    );
+    for r in rows {
+        s += &format!(
+            "{:<22} {:>6.2}B {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
+            r.id,
+            r.params_b,
+            r.family,
+            r.state.as_str(),
+            r.f16.glyph(),
+            r.imatrix.glyph(),
+            r.base.glyph(),
+            r.gate_mark.glyph(),
+            r.hours_cell(),
+            r.usd_cell(),
+            r.gate_result.as_deref().unwrap_or("")
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_log_summary() {
+        let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
+        assert_eq!(gate_report(log).map(|r| r.summary).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
+        assert_eq!(gate_report("nothing"), None);
+    }
+
+    #[test]
+    fn gate_report_reads_the_distributional_figures() {
+        let q = crate::dataplane::gate::quality::Quality::example();
+        let t = Thresholds { kld_max: Some(0.3), ..Default::default() };
+        let log = format!(
+            "argmax: 7042   PASS\nfigures: {}\nmissed: PPL ratio 1.0931 > ppl_ratio_max 1.05 (over by 0.0431)\nresult: FAIL\n",
+            serde_json::json!({"quality": q, "thresholds": t})
+        );
+        let r = gate_report(&log).unwrap();
+        assert_eq!(r.summary, "FAIL kld 0.081 top1 91% ppl×1.09");
+        assert_eq!(r.figures, Some(GateFigures { quality: q, thresholds: t }));
+        assert!(r.details[0].contains("KLD mean 0.0812") && r.details[0].contains("top-1 91.23%"), "{:?}", r.details);
+        assert!(r.details[1].contains("kld_max 0.3 · top1_min unset"), "{:?}", r.details);
+        assert!(r.details.iter().any(|d| d.starts_with("gate missed: PPL ratio")), "{:?}", r.details);
+    }
+
+    #[test]
+    fn codec_line_names_the_queue_variant_and_mix() {
+        let q = crate::controlplane::campaign::queue::Queue::parse(
+            std::path::Path::new("queue.txt"),
+            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\n",
+        )
+        .unwrap();
+        assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
+        assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
+        assert_eq!(codec_line(&q.entries[2]), "codec: KAIJU1 allocated for 2.6 bpw");
+    }
+}

@@ -1,0 +1,11 @@
+//! The control plane: the campaign over a fleet of models and the machinery that drives it.
+//!
+//! - [`campaign`]: the domain (queue, qspecs, inventory, markers, the pure tick, zoo, cost)
+//! - [`backend`]: object stores and build services, local and cloud
+//! - [`watcher`]: snapshot → tick → the one executor, under the campaign's lock
+//! - [`tui`]: the control room
+
+pub mod backend;
+pub mod campaign;
+pub mod tui;
+pub mod watcher;

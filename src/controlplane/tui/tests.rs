@@ -1,0 +1,629 @@
+//! Key paths through injected key events, and TestBackend screen snapshots.
+
+use super::app::{App, Effect, Mode, Msg, Op, SortKey};
+use super::keymap::Keymap;
+use super::theme::Theme;
+use super::ui;
+use crate::config::CostConfig;
+use crate::controlplane::backend::builds::{BuildInfo, BuildKind, BuildStatus};
+use crate::controlplane::backend::store::Probe;
+use crate::controlplane::campaign::inventory::{Inventory, ModelInventory};
+use crate::controlplane::campaign::markers::MarkerSet;
+use crate::controlplane::campaign::queue::Queue;
+use crate::controlplane::campaign::zoo;
+use crate::dataplane::gate::qspec::GateKind;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::path::Path;
+
+pub const NOW: f64 = 1_800_000_000.0;
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+pub fn building(id: &str, kind: BuildKind, step: &str) -> BuildInfo {
+    let spec = crate::controlplane::backend::builds::BuildSpec {
+        kind,
+        model_id: id.into(),
+        substitutions: [("_OUT_KEY".to_string(), format!("kaiju/{id}-kaiju1.knot"))].into_iter().collect(),
+        tags: vec![],
+        resources: Default::default(),
+    };
+    BuildInfo {
+        status: BuildStatus::Working,
+        start_time: Some(NOW - 650.0),
+        step: Some(step.into()),
+        ..BuildInfo::queued(format!("b1-{id}"), &spec, NOW - 700.0)
+    }
+}
+
+/// The shipped queue with a fixed inventory: a real-looking mid-campaign moment.
+pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
+    let q = Queue::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("queue.txt")).unwrap();
+    let p = Probe::Present { size: 1 };
+    let mut inv = Inventory::new();
+    for (i, e) in q.entries.iter().enumerate() {
+        let gate = if e.id == "smollm2-135m" || e.id == "qwen2.5-0.5b" {
+            GateKind::Argmax(
+                crate::dataplane::gate::qspec::QSpec::parse(
+                    Path::new("q"),
+                    r#"{"prompt_tokens":[1,2],"expect_token":3}"#,
+                )
+                .unwrap(),
+            )
+        } else if e.id == "openai-gateway" {
+            GateKind::Sentinel
+        } else {
+            GateKind::Missing
+        };
+        let m = ModelInventory {
+            f16: if i < 2 { p.clone() } else { Probe::Absent },
+            imatrix: if i < 2 {
+                p.clone()
+            } else if e.id == "qwen2.5-7b" {
+                Probe::Unknown("403 Forbidden".into())
+            } else {
+                Probe::Absent
+            },
+            base: if i < 5 { p.clone() } else { Probe::Absent },
+            gate,
+            output: if i == 0 { p.clone() } else { Probe::Absent },
+        };
+        inv.insert(e.id.clone(), m);
+    }
+    let builds = vec![building("qwen2.5-0.5b", BuildKind::Encode, "encode")];
+    let rows = zoo::rows(&q.entries, &inv, &builds, &MarkerSet::default(), &CostConfig::default());
+    let mut app = App::new(Keymap::default(), theme, CostConfig::default(), readonly, yes, 60);
+    app.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    app.next_tick_at = NOW + 42.0;
+    app.on_msg(Msg::LogReset { source: "build b1-qwen2.5-0.5b".into() });
+    app.on_msg(Msg::Log {
+        build: "b1-qwen2.5-0.5b".into(),
+        text: "[10:00:00] step fetch-f16: done in 3.1s\n[10:00:04] step encode: start\n{\"event\":\"progress\",\"done\":120000000,\"total\":360000000}\n".into(),
+    });
+    app.dirty = false;
+    app
+}
+
+fn app() -> App {
+    sample_app(Theme::mono(), false, false)
+}
+
+#[test]
+fn navigation_filter_sort() {
+    let mut a = app();
+    assert_eq!(a.selected_row().unwrap().id, "smollm2-135m");
+    a.on_key(key('j'));
+    assert_eq!(a.selected_row().unwrap().id, "qwen2.5-0.5b");
+    a.on_key(code(KeyCode::Down));
+    a.on_key(key('k'));
+    assert_eq!(a.selected_row().unwrap().id, "qwen2.5-0.5b");
+    a.on_key(key('G'));
+    assert_eq!(a.selected_row().unwrap().id, "codestral-22b-openai");
+    a.on_key(key('g'));
+    assert_eq!(a.selected, 0);
+    a.on_key(code(KeyCode::PageDown));
+    assert_eq!(a.selected, 10);
+    a.on_key(code(KeyCode::PageUp));
+    assert_eq!(a.selected, 0);
+    a.on_key(key('/'));
+    assert_eq!(a.mode, Mode::Filter);
+    for c in "qwen".chars() {
+        a.on_key(key(c));
+    }
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.visible().iter().all(|&i| a.rows[i].id.contains("qwen")));
+    assert_eq!(a.visible().len(), 5);
+    a.on_key(code(KeyCode::Esc));
+    assert!(a.filter.is_empty());
+    // the selection stays on the model it was on, whatever the order
+    let kept = a.selected_row().unwrap().id.clone();
+    assert!(kept.contains("qwen"), "{kept}");
+    a.on_key(key('o'));
+    assert_eq!(a.sort, SortKey::Params);
+    assert_eq!(a.selected_row().unwrap().id, kept);
+    for _ in 0..3 {
+        a.on_key(key('o'));
+    }
+    assert_eq!(a.sort, SortKey::Queue);
+}
+
+#[test]
+fn overlays_open_and_close() {
+    let mut a = app();
+    a.on_key(key('?'));
+    assert_eq!(a.mode, Mode::Help);
+    a.on_key(code(KeyCode::Esc));
+    assert_eq!(a.mode, Mode::Normal);
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Details);
+    a.on_key(key('d'));
+    assert_eq!(a.mode, Mode::Normal);
+}
+
+#[test]
+fn edits_go_through_one_confirmation_path() {
+    let mut a = app();
+    a.on_key(key('j')); // qwen2.5-0.5b (encoding)
+    assert!(a.on_key(key('h')).is_empty());
+    assert!(matches!(a.mode, Mode::Confirm { op: Op::Hold { .. }, .. }));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Hold { id: "qwen2.5-0.5b".into() })]);
+    // any other key declines
+    a.on_key(key('r'));
+    assert!(a.on_key(key('n')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("cancelled"));
+    // move up / down
+    a.on_key(key('K'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Move { id: "qwen2.5-0.5b".into(), dir: -1 })]);
+    a.on_key(key('J'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Move { id: "qwen2.5-0.5b".into(), dir: 1 })]);
+    // cancel the build in flight
+    a.on_key(key('x'));
+    assert_eq!(
+        a.on_key(key('y')),
+        vec![Effect::Run(Op::Cancel { id: "qwen2.5-0.5b".into(), build: "b1-qwen2.5-0.5b".into() })]
+    );
+    // nothing to cancel on a model without a build
+    a.on_key(key('g'));
+    assert!(a.on_key(key('x')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    // a held model is released by the same key
+    a.on_key(key('G'));
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('k'));
+    }
+    a.on_key(key('h'));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Unhold { id: "gemma-2-2b".into() })]);
+}
+
+#[test]
+fn submit_while_busy_needs_a_second_confirmation() {
+    let mut a = app();
+    a.on_key(key('S'));
+    assert!(a.on_key(key('y')).is_empty(), "first yes only acknowledges the one-at-a-time rule");
+    assert!(matches!(a.mode, Mode::Confirm { stage: 1, needed: 2, .. }));
+    let eff = a.on_key(key('y'));
+    assert!(matches!(&eff[..], [Effect::Run(Op::Submit { id, .. })] if id == "smollm2-135m"), "{eff:?}");
+    // with nothing in flight one confirmation is enough
+    a.builds.clear();
+    a.on_key(key('S'));
+    assert_eq!(a.on_key(key('y')).len(), 1);
+}
+
+#[test]
+fn readonly_refuses_and_yes_skips_confirmation() {
+    let mut r = sample_app(Theme::mono(), true, false);
+    for c in ['S', 'h', 'r', 'K', 'J'] {
+        assert!(r.on_key(key(c)).is_empty());
+        assert_eq!(r.mode, Mode::Normal);
+        assert!(r.status.starts_with("read-only"), "{c}: {}", r.status);
+    }
+    let mut y = sample_app(Theme::mono(), false, true);
+    assert_eq!(y.on_key(key('h')), vec![Effect::Run(Op::Hold { id: "smollm2-135m".into() })]);
+}
+
+#[test]
+fn watcher_and_log_keys() {
+    let mut a = app();
+    assert_eq!(a.on_key(key('t')), vec![Effect::TickNow]);
+    assert_eq!(a.on_key(key('p')), vec![Effect::SetPaused(true)]);
+    assert_eq!(a.on_key(key('p')), vec![Effect::SetPaused(false)]);
+    a.on_key(key('f'));
+    assert!(!a.log.follow);
+    a.on_msg(Msg::Log { build: "b".into(), text: "new line\n".into() });
+    assert_eq!(a.log.scroll, 1, "a paused log keeps its view");
+    a.on_key(key('f'));
+    assert!(a.log.follow && a.log.scroll == 0);
+    a.on_key(key('w'));
+    assert!(a.log.wrap);
+    a.on_key(key('T'));
+    assert!(a.log.timestamps);
+    a.on_msg(Msg::Tick { line: "nothing to do".into(), notes: vec!["HOLD gemma-2-2b: skipped".into()], at: NOW });
+    a.on_key(key('l'));
+    assert!(a.show_diag);
+    assert!(render(&a, 80, 24).contains("HOLD gemma-2-2b: skipped"));
+    a.on_key(key('l'));
+    assert!(!a.show_diag);
+    // selecting another model follows its build
+    assert_eq!(a.on_key(key('j')), vec![Effect::Follow(Some("b1-qwen2.5-0.5b".into()))]);
+    assert_eq!(a.on_key(key('q')), vec![Effect::Quit]);
+    assert!(a.quit);
+    let mut b = app();
+    assert_eq!(b.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), vec![Effect::Quit]);
+}
+
+#[test]
+fn log_memory_is_bounded() {
+    let mut a = app();
+    let text: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    a.on_msg(Msg::Log { build: "b".into(), text });
+    assert_eq!(a.log.lines.len(), a.log.cap);
+    assert_eq!(a.log.lines.back().unwrap().1, "line 4999");
+}
+
+#[test]
+fn header_names_the_cloud_project_and_region() {
+    let mut a = app();
+    assert!(!render(&a, 160, 48).lines().next().unwrap().contains("cloud"));
+    a.backend = Some("cloud kaiju-prod/europe-west4".into());
+    let top = render(&a, 160, 48).lines().next().unwrap().to_string();
+    assert!(top.contains("│ cloud kaiju-prod/europe-west4"), "{top}");
+}
+
+pub fn render(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut s = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+fn snapshot(name: &str, got: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !p.exists() {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&p).unwrap();
+    assert!(want == got, "{} differs (UPDATE_SNAPSHOTS=1 to accept):\n{got}", p.display());
+}
+
+#[test]
+fn screens_at_80x24_and_160x48() {
+    let a = app();
+    snapshot("zoo_80x24.txt", &render(&a, 80, 24));
+    snapshot("zoo_160x48.txt", &render(&a, 160, 48));
+    let mut h = app();
+    h.on_key(key('?'));
+    snapshot("help_80x24.txt", &render(&h, 80, 24));
+    let mut d = app();
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(key('j'));
+    d.on_key(code(KeyCode::Enter));
+    snapshot("details_160x48.txt", &render(&d, 160, 48));
+    let mut c = app();
+    c.on_key(key('S'));
+    snapshot("confirm_80x24.txt", &render(&c, 80, 24));
+}
+
+#[test]
+fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
+    let a = app();
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &a)).unwrap();
+    let buf = t.backend().buffer().clone();
+    // row 3 is the selected first model
+    let cell = &buf[(4, 3)];
+    assert!(cell.modifier.contains(ratatui::style::Modifier::REVERSED));
+    assert_eq!(cell.fg, ratatui::style::Color::Reset);
+    let dark = sample_app(Theme::load("dark", Path::new("themes")).unwrap(), false, false);
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &dark)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let line4: String = (0..80).map(|x| buf[(x, 4)].symbol().to_string()).collect();
+    let x = line4.find("ENCODING").unwrap() as u16;
+    let x = line4[..x as usize].chars().count() as u16;
+    assert_eq!(buf[(x, 4)].fg, dark.theme.accent, "states are coloured in colour themes");
+}
+
+#[test]
+fn a_build_in_flight_has_its_time_left_or_overdue() {
+    let mut a = app();
+    // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s, plus
+    // its gate's allowance; it started 650 s ago
+    let gate_s = crate::controlplane::campaign::cost::gate_hours(0.49, &crate::config::CostConfig::default()) * 3600.0;
+    assert!(gate_s > 10.0 && gate_s < 20.0, "{gate_s}");
+    let b = building("qwen2.5-0.5b", BuildKind::Encode, "encode");
+    assert!((a.remaining(&b) - (126.0 + gate_s - 650.0)).abs() < 1e-6, "{}", a.remaining(&b));
+    a.now = NOW - 600.0; // 50 s in
+    assert!((a.remaining(&b) - (76.0 + gate_s)).abs() < 1e-6, "{}", a.remaining(&b));
+    let text = |a: &App| {
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 48)).unwrap();
+        t.draw(|f| super::ui::draw(f, a)).unwrap();
+        format!("{:?}", t.backend().buffer())
+    };
+    // (the estimate is a hair under 126 s in floating point; whole seconds are shown)
+    assert!(text(&a).contains("50s elapsed · ~1m31s left"), "{}", text(&a));
+    a.now = NOW;
+    assert!(text(&a).contains("10m50s elapsed · 8m28s overdue"), "{}", text(&a));
+}
+
+#[test]
+fn a_help_taller_than_the_screen_scrolls_to_its_last_line_and_back() {
+    let mut h = app();
+    h.on_key(key('?'));
+    let top = render(&h, 80, 24);
+    assert!(top.contains("select previous model") && !top.contains("quit"), "{top}");
+    h.on_key(key('G'));
+    let bottom = render(&h, 80, 24);
+    assert!(bottom.contains("quit") && bottom.contains("! qspec invalid"), "{bottom}");
+    assert!(!bottom.contains("select previous model"), "{bottom}");
+    // scrolling past the end stays at the end: one step up shows one more line at the top
+    for _ in 0..5 {
+        h.on_key(key('j'));
+    }
+    assert_eq!(render(&h, 80, 24), bottom);
+    h.on_key(key('k'));
+    assert_ne!(render(&h, 80, 24), bottom);
+    h.on_key(key('g'));
+    assert_eq!(render(&h, 80, 24), top);
+    // a tall screen shows it whole, without the scroll hint
+    let mut t = app();
+    t.on_key(key('?'));
+    let all = render(&t, 160, 48);
+    assert!(all.contains("select previous model") && all.contains("! qspec invalid"), "{all}");
+    assert!(!all.contains("scroll"), "{all}");
+    // tiny terminals render without panicking, scrolled to the end or not
+    for (w, hgt) in [(12u16, 4u16), (30, 6), (1, 1)] {
+        let mut t = app();
+        t.on_key(key('?'));
+        render(&t, w, hgt);
+        t.on_key(key('G'));
+        render(&t, w, hgt);
+        t.on_key(code(KeyCode::Esc));
+        t.on_key(code(KeyCode::Enter));
+        render(&t, w, hgt);
+        t.on_key(code(KeyCode::Esc));
+        t.on_key(key('S'));
+        render(&t, w, hgt);
+    }
+}
+
+#[test]
+fn every_screen_renders_at_any_terminal_size() {
+    // a sweep of sizes, from a single cell up, through every mode a key can open
+    for w in [1u16, 2, 5, 9, 10, 11, 20, 40, 79, 80, 119, 120, 200] {
+        for h in [1u16, 2, 3, 4, 5, 8, 12, 24, 39, 40, 60] {
+            let mut a = app();
+            render(&a, w, h);
+            for k in [key('?'), key('G'), code(KeyCode::Esc), code(KeyCode::Enter), code(KeyCode::Esc), key('S')] {
+                a.on_key(k);
+                render(&a, w, h);
+            }
+            let mut f = app();
+            f.on_key(key('/'));
+            f.on_key(key('q'));
+            render(&f, w, h);
+            f.on_key(key('l'));
+            render(&f, w, h);
+        }
+    }
+}
+
+#[test]
+fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
+    // smollm2-135m (row 0) is DONE: its shipped gate log, read as the watcher reads it
+    let q = crate::dataplane::gate::quality::Quality::example();
+    let t =
+        crate::dataplane::gate::quality::Thresholds { kld_max: Some(0.35), top1_min: Some(70.0), ppl_ratio_max: None };
+    let log =
+        format!("argmax: 7042   PASS\nfigures: {}\nresult: PASS\n", serde_json::json!({"quality": q, "thresholds": t}));
+    let g = zoo::gate_report(&log).unwrap();
+    let mut a = app();
+    let mut rows = a.rows.clone();
+    rows[0].gate_result = Some(g.summary);
+    rows[0].gate_figures = g.figures;
+    rows[0].detail.extend(g.details);
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    let zoo = render(&a, 160, 48);
+    assert!(zoo.contains("PASS kld 0.081 top1 91% ppl×1.09"), "{zoo}");
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.mode, Mode::Details);
+    let details = render(&a, 160, 48);
+    for want in ["KLD mean 0.0812 (median 0.0401, p99 0.7012", "top-1 91.23%", "PPL 14.545 → 15.900 (×1.0931)"] {
+        assert!(details.contains(want), "{want} not in:\n{details}");
+    }
+    assert!(details.contains("kld_max 0.35 · top1_min 70% · ppl_ratio_max unset"), "{details}");
+    // status --json carries them
+    let json = serde_json::to_value(&a.rows[0]).unwrap();
+    assert_eq!(json["gate_figures"]["quality"]["top1_pct"], 91.23);
+}
+
+#[test]
+fn the_selection_stays_on_its_model_across_sort_filter_and_refresh() {
+    let mut a = app();
+    a.on_key(key('j'));
+    a.on_key(key('j'));
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    // every sort order keeps gemma-2-2b selected, wherever its row moves
+    for _ in 0..4 {
+        a.on_key(key('o'));
+        assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b", "sorted by {:?}", a.sort);
+    }
+    // a filter that keeps it shown, then clearing the filter with esc
+    a.on_key(key('/'));
+    for c in "gemma".chars() {
+        a.on_key(key(c));
+    }
+    a.on_key(code(KeyCode::Enter));
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    a.on_key(code(KeyCode::Esc));
+    assert!(a.filter.is_empty());
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+    // a refresh whose rows come in another order
+    let mut rows = a.rows.clone();
+    rows.reverse();
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
+}
+
+#[test]
+fn reordering_is_refused_while_sorted_and_at_the_ends() {
+    let mut a = app();
+    a.on_key(key('o')); // sorted by params
+    a.on_key(key('J'));
+    assert_eq!(a.mode, Mode::Normal, "no confirmation while sorted");
+    assert!(a.status.contains("sorted by params"), "{}", a.status);
+    // back to queue order: the first row cannot go up, the last cannot go down
+    for _ in 0..3 {
+        a.on_key(key('o'));
+    }
+    a.on_key(key('g'));
+    a.on_key(key('K'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("already at the top"), "{}", a.status);
+    a.on_key(key('G'));
+    a.on_key(key('J'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("already at the bottom"), "{}", a.status);
+    a.on_key(key('K'));
+    assert!(matches!(a.mode, Mode::Confirm { .. }), "a move that can happen is confirmed");
+}
+
+#[test]
+fn follow_with_wrap_shows_the_newest_lines() {
+    let mut a = app();
+    let long = format!("[10:00:05] gate: {}", "figures: {\"quality\":{\"kld_mean\":0.58}} ".repeat(6));
+    let mut text = String::new();
+    for i in 0..12 {
+        text += &format!("{long} #{i}\n");
+    }
+    text += "[10:01:00] shipped knot\n[10:01:00] step ship: done in 0.1s\n[10:01:00] build SUCCESS\n";
+    a.on_msg(Msg::Log { build: "b1-qwen2.5-0.5b".into(), text });
+    a.on_key(key('w'));
+    assert!(a.log.wrap && a.log.follow);
+    for (w, h) in [(80, 24), (160, 48), (60, 20)] {
+        let s = render(&a, w, h);
+        assert!(s.contains("build SUCCESS"), "{w}x{h}: the newest line is hidden:\n{s}");
+        assert!(s.contains("step ship: done"), "{w}x{h}:\n{s}");
+    }
+}
+
+#[test]
+fn an_invalid_queue_is_said_in_the_zoos_place() {
+    let mut a = App::new(Keymap::default(), Theme::mono(), CostConfig::default(), false, false, 60);
+    let e = "queue.txt:14: bad line \"gemma-2-2b params=x\": params: expected a number of billions";
+    a.on_msg(Msg::SnapshotFailed(e.into()));
+    let s = render(&a, 80, 24);
+    assert!(s.contains("The zoo cannot be shown:") && s.contains("queue.txt:14: bad line"), "{s}");
+    assert!(!s.contains("probing"), "{s}");
+    // once a snapshot succeeds the zoo is back; a later failure keeps the rows and says so
+    let ok = app();
+    a.on_msg(Msg::Snapshot { rows: ok.rows.clone(), builds: ok.builds.clone(), at: NOW, builds_error: None });
+    assert!(render(&a, 80, 24).contains("smollm2-135m"));
+    a.on_msg(Msg::SnapshotFailed(e.into()));
+    let s = render(&a, 80, 24);
+    assert!(s.contains("smollm2-135m") && s.contains("the last refresh failed"), "{s}");
+}
+
+#[test]
+fn confirmations_name_what_will_happen_and_nonsense_is_refused() {
+    let mut a = app();
+    // qwen2.5-7b (READY-NOW, imatrix UNKNOWN): nothing can be submitted, and it says why
+    while a.selected_row().unwrap().id != "qwen2.5-7b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(key('S'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.starts_with("qwen2.5-7b: nothing:"), "{}", a.status);
+    // qwen2.5-0.5b: the confirmation names the build, the state and the estimate
+    a.on_key(key('g'));
+    a.on_key(key('j'));
+    a.builds.clear();
+    a.on_key(key('S'));
+    let Mode::Confirm { op, .. } = a.mode.clone() else { panic!("no confirmation") };
+    let d = op.describe();
+    assert!(
+        d.starts_with("submit the KAIJU encode (state ENCODING, est. ")
+            && d.contains(", $")
+            && d.ends_with("of qwen2.5-0.5b now"),
+        "{d}"
+    );
+    a.on_key(key('n'));
+    // unhold is confirmed like hold
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(key('h'));
+    assert!(matches!(&a.mode, Mode::Confirm { op: Op::Unhold { .. }, .. }), "{:?}", a.mode);
+    a.on_key(key('n'));
+    // an OUT-OF-SCOPE model is neither held nor released
+    a.on_key(key('G'));
+    while a.selected_row().unwrap().state != crate::controlplane::campaign::state::ModelState::OutOfScope {
+        a.on_key(key('k'));
+    }
+    a.on_key(key('h'));
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("is OUT-OF-SCOPE: there is nothing to hold"), "{}", a.status);
+}
+
+#[test]
+fn a_long_message_leaves_the_help_key_visible_and_expires() {
+    let mut a = app();
+    a.on_msg(Msg::Error(format!("backend: {}", "a very long explanation of what went wrong ".repeat(5))));
+    let s = render(&a, 80, 24);
+    let footer = s.lines().last().unwrap();
+    assert!(footer.contains("? help") && footer.contains('…'), "{footer}");
+    // the message leaves the footer after a while; the key hints come back
+    a.on_msg(Msg::Clock(NOW + 60.0));
+    let footer = render(&a, 80, 24).lines().last().unwrap().to_string();
+    assert!(!footer.contains("backend:") && footer.contains("? help"), "{footer}");
+    // the details of a held model say HOLD once
+    while a.selected_row().unwrap().id != "gemma-2-2b" {
+        a.on_key(key('j'));
+    }
+    a.on_key(code(KeyCode::Enter));
+    let d = render(&a, 160, 48);
+    assert!(d.contains("gemma-2-2b · gemma2 · 2.600B · HOLD") && !d.contains("HOLD · HOLD"), "{d}");
+}
+
+#[test]
+fn a_narrow_screen_keeps_the_model_ids_whole() {
+    let a = app();
+    for w in [60, 70, 80] {
+        let s = render(&a, w, 24);
+        for id in ["smollm2-135m", "qwen2.5-0.5b", "mistral-7b"] {
+            assert!(s.contains(id), "{w} columns cut {id}:\n{s}");
+        }
+    }
+    assert!(render(&a, 80, 24).contains("est $"), "80 columns still show the cost");
+}
+
+#[test]
+fn an_unreachable_build_service_is_said_never_as_no_build_in_flight() {
+    let mut a = app();
+    let (rows, builds) = (a.rows.clone(), a.builds.clone());
+    let why = "the build service cannot be listed: cloudbuild: list builds: cannot reach http://127.0.0.1:9";
+    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW - 90.0, builds_error: Some(why.into()) });
+    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW, builds_error: Some(why.into()) });
+    let s = render(&a, 160, 48);
+    assert!(s.contains("build service unreachable since") && s.contains("(1m30s ago)"), "{s}");
+    assert!(s.contains("cannot reach http://127.0.0.1:9") && !s.contains("no build in flight"), "{s}");
+    // the zoo keeps every model of the queue
+    assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"), "{s}");
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW + 5.0, builds_error: None });
+    assert!(!render(&a, 160, 48).contains("unreachable"));
+}
+
+#[test]
+fn reencode_asks_first_and_only_for_a_shipped_model() {
+    let mut a = app();
+    // smollm2-135m is DONE: R asks, y runs the re-encode request
+    assert!(a.on_key(key('R')).is_empty());
+    assert!(matches!(a.mode, Mode::Confirm { op: Op::Reencode { .. }, .. }));
+    assert_eq!(a.on_key(key('y')), vec![Effect::Run(Op::Reencode { id: "smollm2-135m".into() })]);
+    // a model without a shipped knot: nothing to re-encode, and the note says what to do
+    a.on_key(key('j'));
+    assert!(a.on_key(key('R')).is_empty());
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.status.contains("no shipped knot") && a.status.contains("requeue"), "{}", a.status);
+}

@@ -1,0 +1,388 @@
+//! The one executor of the watcher: takes a snapshot (queue, inventory, builds, markers),
+//! asks the pure [`crate::controlplane::campaign::tick::decide`] for one action, and carries it out under
+//! a single-flight OS file lock. `--tick` and the TUI's background task both call
+//! [`Campaign::tick`].
+
+use crate::config::Config;
+use crate::controlplane::backend::builds::{BuildInfo, BuildKind, BuildService, BuildSpec};
+use crate::controlplane::backend::local::build_dir::LocalStores;
+use crate::controlplane::backend::local::builds::{LocalBuilds, Runner};
+use crate::controlplane::backend::local::store::LocalStore;
+use crate::controlplane::backend::store::ObjectStore;
+use crate::controlplane::campaign::cost;
+use crate::controlplane::campaign::gate_params::{self, Buckets};
+use crate::controlplane::campaign::inventory::{self, Inventory};
+use crate::controlplane::campaign::markers::{MarkerSet, Markers};
+use crate::controlplane::campaign::queue::{Queue, QueueError};
+use crate::controlplane::campaign::tick::{self, Action, Decision, Outcome};
+use crate::dataplane::gate::qspec::GateKind;
+use serde::Serialize;
+use std::fs::File;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Build(#[from] crate::controlplane::backend::builds::BuildError),
+    #[error("{0}")]
+    Params(#[from] gate_params::ParamsError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl WatchError {
+    /// Configuration/data problem (exit 2) rather than a backend failure (exit 3)?
+    pub fn is_config(&self) -> bool {
+        matches!(self, WatchError::Queue(_) | WatchError::Params(_) | WatchError::Other(_))
+    }
+}
+
+pub struct Campaign {
+    pub cfg: Config,
+    pub gcs: Box<dyn ObjectStore>,
+    pub r2: Box<dyn ObjectStore>,
+    pub builds: Box<dyn BuildService>,
+    pub markers: Markers,
+}
+
+/// Everything the decision needs, read at one moment.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub queue: Queue,
+    pub inventory: Inventory,
+    /// every build, newest first
+    pub builds: Vec<BuildInfo>,
+    pub markers: MarkerSet,
+    pub taken_at: f64,
+    /// Why the builds could not be listed ([`Campaign::view`] only; `builds` is then empty
+    /// and says nothing about what is in flight).
+    pub builds_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub decision: Decision,
+    pub dry_run: bool,
+    pub submitted: Option<String>,
+    pub locked_out: bool,
+}
+
+impl TickReport {
+    pub fn line(&self) -> String {
+        if self.locked_out {
+            return "nothing: another tick holds the lock".into();
+        }
+        let s = self.decision.summary();
+        match (&self.decision.action, self.dry_run, &self.submitted) {
+            (Some(_), true, _) => format!("dry run: would {s} (pass --submit to act)"),
+            (Some(_), false, Some(id)) => format!("{s}: build {id}"),
+            _ => s,
+        }
+    }
+    pub fn all_done(&self) -> bool {
+        self.decision.outcome == Outcome::AllDone
+    }
+}
+
+impl Snapshot {
+    /// The zoo rows, with the gate result of every shipped model read from its gate log.
+    pub fn rows(&self, c: &Campaign) -> Vec<crate::controlplane::campaign::zoo::ZooRow> {
+        let mut rows = crate::controlplane::campaign::zoo::rows(
+            &self.queue.entries,
+            &self.inventory,
+            &self.builds,
+            &self.markers,
+            &c.cfg.cost,
+        );
+        for r in rows.iter_mut() {
+            if self.inventory.get(&r.id).is_some_and(|m| m.output.is_present()) {
+                let key = crate::controlplane::backend::store::keys::kaiju_gate_log(&r.id);
+                if let Ok(b) = c.r2.get_range(&key, 0, 16 << 10) {
+                    if let Some(g) = crate::controlplane::campaign::zoo::gate_report(&String::from_utf8_lossy(&b)) {
+                        r.gate_result = Some(g.summary);
+                        r.gate_figures = g.figures;
+                        r.detail.extend(g.details);
+                    }
+                }
+            }
+        }
+        rows
+    }
+}
+
+impl Campaign {
+    /// The embedded local default: directory buckets and local child-process builds.
+    pub fn local(cfg: Config, runner: Runner) -> Campaign {
+        let stores = LocalStores {
+            gcs_dir: cfg.gcs_dir.clone(),
+            r2_dir: cfg.r2_dir.clone(),
+            hf_dir: cfg.hf_dir.clone(),
+            calib_text: cfg.calib_text.clone(),
+            gate_text: cfg.gate.text.clone().or(cfg.calib_text.clone()),
+        };
+        Campaign {
+            gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
+            r2: Box::new(LocalStore::new(&cfg.r2_dir)),
+            builds: Box::new(LocalBuilds { dir: cfg.builds_dir.clone(), stores, runner }),
+            markers: Markers::new(cfg.state_dir.join("markers")),
+            cfg,
+        }
+    }
+
+    /// The real thing: GCS, R2 and Cloud Build (credentials are discovered once, here).
+    pub fn cloud(cfg: Config) -> Result<Campaign, crate::controlplane::backend::builds::BuildError> {
+        let b = crate::controlplane::backend::cloud::connect(&cfg)?;
+        Ok(Campaign {
+            gcs: b.gcs,
+            r2: b.r2,
+            builds: b.builds,
+            markers: Markers::new(cfg.state_dir.join("markers")),
+            cfg,
+        })
+    }
+
+    pub fn load_queue(&self) -> Result<Queue, WatchError> {
+        Ok(Queue::load(&self.cfg.queue)?)
+    }
+
+    /// Everything the tick decides on; any part that cannot be read is an error (the tick
+    /// never acts on a partial picture: a build it cannot see may be in flight).
+    pub fn snapshot(&self) -> Result<Snapshot, WatchError> {
+        let (s, builds) = self.read()?;
+        builds?;
+        Ok(s)
+    }
+
+    /// What the operator is shown (status, plan, the control room): the queue always (it is
+    /// a local file; only an invalid one is an error), each check the stores could not make
+    /// UNKNOWN, and, when the build service cannot be listed, no builds and why.
+    pub fn view(&self) -> Result<Snapshot, WatchError> {
+        let (mut s, builds) = self.read()?;
+        s.builds_error = builds.err().map(|e| format!("the build service cannot be listed: {e}"));
+        Ok(s)
+    }
+
+    fn read(&self) -> Result<(Snapshot, Result<(), crate::controlplane::backend::builds::BuildError>), WatchError> {
+        let queue = self.load_queue()?;
+        let inventory = inventory::probe(&queue.entries, self.gcs.as_ref(), self.r2.as_ref(), &self.cfg.qspecs);
+        let (builds, listed) = match self.builds.list(false) {
+            Ok(b) => (b, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        let markers = self
+            .markers
+            .snapshot()
+            .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
+        let taken_at = crate::controlplane::backend::builds::now();
+        Ok((Snapshot { queue, inventory, builds, markers, taken_at, builds_error: None }, listed))
+    }
+
+    fn lock(&self) -> Result<Option<File>, WatchError> {
+        let p = self.cfg.state_dir.join("tick.lock");
+        let io = |source| WatchError::Io { path: p.clone(), source };
+        std::fs::create_dir_all(&self.cfg.state_dir).map_err(io)?;
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io)?;
+        match f.try_lock() {
+            Ok(()) => Ok(Some(f)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+
+    /// One watcher tick: at most one action, single-flight.
+    pub fn tick(&self, submit: bool) -> Result<TickReport, WatchError> {
+        let Some(_lock) = self.lock()? else {
+            let decision = Decision { action: None, outcome: Outcome::Idle, notes: vec![] };
+            return Ok(TickReport { decision, dry_run: !submit, submitted: None, locked_out: true });
+        };
+        let snap = self.snapshot()?;
+        let decision = tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers);
+        let submitted = match (&decision.action, submit) {
+            (Some(a), true) => Some(self.execute(a, &snap)?.id),
+            _ => None,
+        };
+        Ok(TickReport { decision, dry_run: !submit, submitted, locked_out: false })
+    }
+
+    fn buckets(&self) -> Buckets<'_> {
+        Buckets { gcs: &self.cfg.gcs_bucket, r2: &self.cfg.r2_bucket }
+    }
+
+    /// The build an action would submit.
+    pub fn build_spec(&self, action: &Action, snap: &Snapshot) -> Result<BuildSpec, WatchError> {
+        match action {
+            Action::SubmitEncode { id } => {
+                let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let q = match snap.inventory.get(id).map(|m| &m.gate) {
+                    Some(GateKind::Argmax(q)) => q.clone(),
+                    other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
+                };
+                let subs = gate_params::encode_params(
+                    e,
+                    &q,
+                    &self.buckets(),
+                    self.cfg.search,
+                    self.cfg.ppl_max,
+                    &self.cfg.gate,
+                )?;
+                Ok(BuildSpec {
+                    kind: BuildKind::Encode,
+                    model_id: id.clone(),
+                    substitutions: subs,
+                    tags: vec!["kaiju".into(), "kaiju-encode".into(), id.clone()],
+                    resources: cost::resources(BuildKind::Encode, e, &self.cfg.cost),
+                })
+            }
+            Action::SubmitFeeder { id, hf_source } => {
+                let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let subs = gate_params::feeder_params(e, hf_source, &self.buckets())?;
+                Ok(BuildSpec {
+                    kind: BuildKind::Feeder,
+                    model_id: id.clone(),
+                    substitutions: subs,
+                    tags: vec!["kaiju".into(), "iq-ladder".into(), id.clone()],
+                    resources: cost::resources(BuildKind::Feeder, e, &self.cfg.cost),
+                })
+            }
+        }
+    }
+
+    /// Carry out an action: marker first (so a crash can never double-submit), then submit.
+    pub fn execute(&self, action: &Action, snap: &Snapshot) -> Result<BuildInfo, WatchError> {
+        let spec = self.build_spec(action, snap)?;
+        let kind = match spec.kind {
+            BuildKind::Encode => "done",
+            BuildKind::Feeder => "feeder",
+        };
+        let id = spec.model_id.clone();
+        self.markers
+            .set(&id, kind, &format!("submitted at {}\n", crate::controlplane::backend::builds::now()))
+            .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
+        match self.builds.submit(&spec) {
+            Ok(b) => {
+                if spec.kind == BuildKind::Encode {
+                    // a re-encode asked for is now submitted: one request, one encode
+                    let _ = self.markers.remove(&id, "reencode");
+                }
+                Ok(b)
+            }
+            Err(e) => {
+                let _ = self.markers.remove(&id, kind);
+                Err(e.into())
+            }
+        }
+    }
+}
+
+impl Campaign {
+    /// The control room's "submit now": the selected model's next build, under the same
+    /// single-flight lock as the tick (the operator already confirmed any override).
+    pub fn submit_now(&self, id: &str) -> Result<BuildInfo, WatchError> {
+        let Some(_lock) = self.lock()? else {
+            return Err(WatchError::Other("a watcher tick is running; try again in a moment".into()));
+        };
+        let snap = self.snapshot()?;
+        let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        if !m.unknowns().is_empty() {
+            return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
+        }
+        let action = match tick::next_build(e, m) {
+            tick::Next::Encode => Action::SubmitEncode { id: id.into() },
+            tick::Next::Feed(hf) => Action::SubmitFeeder { id: id.into(), hf_source: hf },
+            tick::Next::Blocked(why) => return Err(WatchError::Other(format!("{id}: nothing to submit: {why}"))),
+        };
+        self.execute(&action, &snap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CliOverrides, RawConfig};
+
+    fn campaign(dir: &std::path::Path) -> Campaign {
+        std::fs::write(
+            dir.join("queue.txt"),
+            "a params=1 family=llama hf=org/a AUTO-FEED\nb params=2 family=llama HOLD # why\n",
+        )
+        .unwrap();
+        let cfg = RawConfig::default()
+            .resolve(
+                &CliOverrides {
+                    root: Some(dir.to_path_buf()),
+                    queue: Some(dir.join("queue.txt")),
+                    qspecs: Some(dir.join("qspecs")),
+                    ..Default::default()
+                },
+                None,
+            )
+            .unwrap();
+        Campaign::local(cfg, Runner::Inline)
+    }
+
+    #[test]
+    fn a_held_lock_makes_the_tick_stand_down() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        let held = c.lock().unwrap().expect("first lock");
+        let r = c.tick(true).unwrap();
+        assert!(r.locked_out && r.submitted.is_none());
+        assert_eq!(r.line(), "nothing: another tick holds the lock");
+        drop(held);
+        let r = c.tick(false).unwrap();
+        assert!(!r.locked_out);
+        assert_eq!(r.line(), "dry run: would submit IQ-ladder feeder for a (org/a) (pass --submit to act)");
+        assert!(r.decision.notes.iter().any(|n| n.starts_with("HOLD b")));
+    }
+
+    #[test]
+    fn a_failed_feeder_is_not_resubmitted_and_requeue_retries() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        // no local copy of org/a: the inline feeder fails at locate-source
+        let r = c.tick(true).unwrap();
+        let id = r.submitted.clone().expect("feeder submitted");
+        let b = c.builds.get(&id).unwrap();
+        assert_eq!(b.status, crate::controlplane::backend::builds::BuildStatus::Failure);
+        assert!(b.detail.unwrap().contains("no local copy of org/a"));
+        let r2 = c.tick(true).unwrap();
+        assert!(r2.submitted.is_none(), "{}", r2.line());
+        assert!(r2.decision.notes.iter().any(|n| n.contains("feeder was submitted")));
+        c.markers.clear("a").unwrap();
+        assert!(c.tick(true).unwrap().submitted.is_some());
+        // the log names the failing step
+        let log = c.builds.read_log(&id, 0).unwrap();
+        assert!(String::from_utf8_lossy(&log.data).contains("step locate-source: FAILED"));
+    }
+
+    #[test]
+    fn a_runner_that_vanished_is_reported_not_left_working() {
+        let d = tempfile::tempdir().unwrap();
+        let c = campaign(d.path());
+        let spec = BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "a".into(),
+            substitutions: Default::default(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        let dir = c.cfg.builds_dir.join("b-dead");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut info = BuildInfo::queued("b-dead".into(), &spec, 1.0);
+        info.status = crate::controlplane::backend::builds::BuildStatus::Working;
+        info.pid = Some(u32::MAX - 7); // no such process
+        crate::controlplane::backend::local::build_dir::write_status(&dir, &info).unwrap();
+        let got = c.builds.get("b-dead").unwrap();
+        assert_eq!(got.status, crate::controlplane::backend::builds::BuildStatus::InternalError);
+        assert!(c.builds.list(true).unwrap().is_empty());
+    }
+}

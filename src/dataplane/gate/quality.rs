@@ -1,0 +1,349 @@
+//! The distributional gate: a knot against its f16 truth over a text, teacher-forced, chunk by
+//! chunk, the way `llama-perplexity --kl-divergence` measures a quantized model:
+//! KL(p_f16 ‖ p_knot) per scored token (mean, median, 99th percentile, max), top-1 agreement
+//! (the share of scored tokens whose argmax is the f16's), and both perplexities with their
+//! ratio. Both models run in this process on the same chunk; only one chunk's scored logits
+//! of each model are held at a time (2 × ctx/2 × n_vocab floats), never vocab × text.
+
+use super::model::Model;
+use super::text::{first_scored, Text};
+use super::GateError;
+use crate::dataplane::gguf::Gguf;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// The figures of a knot against its reference (f16) over a text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Quality {
+    pub reference: String,
+    pub text: String,
+    pub ctx: usize,
+    pub chunks: usize,
+    pub tokens_scored: usize,
+    pub kld_mean: f64,
+    /// standard error of the mean KLD
+    pub kld_mean_se: f64,
+    pub kld_median: f64,
+    pub kld_p99: f64,
+    pub kld_max: f64,
+    /// % of scored tokens whose argmax is the reference's
+    pub top1_pct: f64,
+    pub ppl_ref: f64,
+    pub ppl_knot: f64,
+    pub ppl_ratio: f64,
+    pub seconds: f64,
+    /// scored tokens' positions run through both models, per second (ctx·chunks·2 / seconds)
+    pub model_tokens_per_s: f64,
+}
+
+/// Limits a knot must hold; an unset one is reported, not enforced.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Thresholds {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld_max: Option<f64>,
+    /// percent
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top1_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ppl_ratio_max: Option<f64>,
+}
+
+impl Thresholds {
+    pub fn any(&self) -> bool {
+        self.kld_max.is_some() || self.top1_min.is_some() || self.ppl_ratio_max.is_some()
+    }
+
+    /// Each threshold set and missed, saying by how much.
+    pub fn misses(&self, q: &Quality) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(m) = self.kld_max.filter(|&m| q.kld_mean > m) {
+            out.push(format!("mean KLD {:.4} > kld_max {m} (over by {:.4})", q.kld_mean, q.kld_mean - m));
+        }
+        if let Some(m) = self.top1_min.filter(|&m| q.top1_pct < m) {
+            out.push(format!(
+                "top-1 agreement {:.2}% < top1_min {m}% (short by {:.2} points)",
+                q.top1_pct,
+                m - q.top1_pct
+            ));
+        }
+        if let Some(m) = self.ppl_ratio_max.filter(|&m| q.ppl_ratio > m) {
+            out.push(format!("PPL ratio {:.4} > ppl_ratio_max {m} (over by {:.4})", q.ppl_ratio, q.ppl_ratio - m));
+        }
+        out
+    }
+
+    /// Refuse values that cannot be limits, naming the key (`prefix` as the source spells it).
+    pub fn validate(&self, prefix: &str) -> Result<(), String> {
+        let pos = |k: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => {
+                Err(format!("{prefix}{k} = {x}: expected a finite number above 0"))
+            }
+            _ => Ok(()),
+        };
+        pos("kld_max", self.kld_max)?;
+        pos("ppl_ratio_max", self.ppl_ratio_max)?;
+        if let Some(x) = self.top1_min.filter(|x| !(x.is_finite() && *x > 0.0 && *x <= 100.0)) {
+            return Err(format!("{prefix}top1_min = {x}: expected a percentage above 0 and at most 100"));
+        }
+        Ok(())
+    }
+}
+
+/// The reference and the knot must be the same model: architecture, shape and vocabulary.
+pub fn check_same_model(reference: &Gguf, knot: &Gguf) -> Result<(), GateError> {
+    let mismatch =
+        |what: String| GateError::RefMismatch { reference: reference.path.clone(), knot: knot.path.clone(), what };
+    let (ra, ka) = (reference.architecture().unwrap_or(""), knot.architecture().unwrap_or(""));
+    if ra != ka {
+        return Err(mismatch(format!("architecture {ra:?} against {ka:?}")));
+    }
+    for k in ["block_count", "embedding_length", "feed_forward_length", "attention.head_count"] {
+        let key = format!("{ra}.{k}");
+        let (r, n) = (reference.get_u64(&key), knot.get_u64(&key));
+        if r != n {
+            return Err(mismatch(format!("{key} {r:?} against {n:?}")));
+        }
+    }
+    let shape = |g: &Gguf| g.tensor("token_embd.weight").map(|t| t.dims.clone());
+    if shape(reference) != shape(knot) {
+        return Err(mismatch(format!("token_embd.weight {:?} against {:?}", shape(reference), shape(knot))));
+    }
+    if reference.get("tokenizer.ggml.tokens") != knot.get("tokenizer.ggml.tokens") {
+        return Err(mismatch("tokenizer.ggml.tokens differ".into()));
+    }
+    Ok(())
+}
+
+/// One scored position: KL(p_ref ‖ p_knot), argmax agreement, both NLLs of the next token.
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    kld: f64,
+    same_top: bool,
+    nll_ref: f64,
+    nll_knot: f64,
+}
+
+/// The row's argmax (first on ties) and log-sum-exp, in f64.
+fn argmax_lse(row: &[f32]) -> (usize, f64) {
+    let (mut imax, mut mx) = (0, row[0]);
+    for (i, &v) in row.iter().enumerate() {
+        if v > mx {
+            (imax, mx) = (i, v);
+        }
+    }
+    let mx = mx as f64;
+    (imax, mx + row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln())
+}
+
+/// One position scored in one pass over both rows, no buffers: with lp = r − lse_r and
+/// lq = k − lse_k, KL = Σ e^lp (lp − lq) (each term exactly 0 where the rows are equal).
+fn score(r: &[f32], k: &[f32], next: u32) -> Scored {
+    let (ar, lr) = argmax_lse(r);
+    let (ak, lk) = argmax_lse(k);
+    let kld = r
+        .iter()
+        .zip(k)
+        .map(|(&a, &b)| {
+            let (lp, lq) = (a as f64 - lr, b as f64 - lk);
+            lp.exp() * (lp - lq)
+        })
+        .sum::<f64>();
+    let n = next as usize;
+    Scored { kld: kld.max(0.0), same_top: ar == ak, nll_ref: lr - r[n] as f64, nll_knot: lk - k[n] as f64 }
+}
+
+/// llama.cpp's percentile: linear between the two nearest of the sorted values.
+fn percentile(sorted: &[f64], fraction: f64) -> f64 {
+    let p = fraction * (sorted.len() - 1) as f64;
+    let i = p as usize;
+    let f = p - i as f64;
+    (1.0 - f) * sorted[i] + f * sorted[(i + 1).min(sorted.len() - 1)]
+}
+
+/// Run both models over `max_chunks` chunks (0: all) of `text` and compare them.
+/// `progress(done, total)` is called after each chunk.
+pub fn compare(
+    reference: &Model,
+    knot: &Model,
+    text: &Text,
+    ctx: usize,
+    max_chunks: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Quality, GateError> {
+    let t0 = Instant::now();
+    let chunks = text.chunks(ctx, max_chunks)?;
+    let first = first_scored(ctx);
+    let v = knot.cfg.n_vocab;
+    let mut all: Vec<Scored> = Vec::with_capacity(chunks * (ctx - 1 - first));
+    for c in 0..chunks {
+        let toks = text.chunk(c, ctx);
+        let lr = reference.forward_from(&toks, first)?;
+        let lk = knot.forward_from(&toks, first)?;
+        // logits row i is position first + i, which predicts token first + i + 1
+        let scored: Vec<Scored> = (0..ctx - 1 - first)
+            .into_par_iter()
+            .map(|i| score(&lr[i * v..(i + 1) * v], &lk[i * v..(i + 1) * v], toks[first + i + 1]))
+            .collect();
+        all.extend(scored);
+        progress(c + 1, chunks);
+    }
+    let n = all.len() as f64;
+    let mean = |f: &dyn Fn(&Scored) -> f64| all.iter().map(f).sum::<f64>() / n;
+    let kld_mean = mean(&|s| s.kld);
+    let kld_sq = mean(&|s| s.kld * s.kld);
+    let mut kl: Vec<f64> = all.iter().map(|s| s.kld).collect();
+    kl.sort_by(f64::total_cmp);
+    let kld_median =
+        if kl.len().is_multiple_of(2) { 0.5 * (kl[kl.len() / 2 - 1] + kl[kl.len() / 2]) } else { kl[kl.len() / 2] };
+    let (nr, nk) = (mean(&|s| s.nll_ref), mean(&|s| s.nll_knot));
+    let seconds = t0.elapsed().as_secs_f64();
+    Ok(Quality {
+        reference: String::new(),
+        text: text.path.display().to_string(),
+        ctx,
+        chunks,
+        tokens_scored: all.len(),
+        kld_mean,
+        kld_mean_se: ((kld_sq - kld_mean * kld_mean).max(0.0) / (n - 1.0).max(1.0)).sqrt(),
+        kld_median,
+        kld_p99: percentile(&kl, 0.99),
+        kld_max: *kl.last().expect("at least one scored token"),
+        top1_pct: 100.0 * all.iter().filter(|s| s.same_top).count() as f64 / n,
+        ppl_ref: nr.exp(),
+        ppl_knot: nk.exp(),
+        ppl_ratio: (nk - nr).exp(),
+        seconds,
+        model_tokens_per_s: (2 * chunks * ctx) as f64 / seconds.max(1e-9),
+    })
+}
+
+impl Quality {
+    /// Figures of a plausible good knot, for tests of what shows them.
+    #[cfg(test)]
+    pub fn example() -> Quality {
+        Quality {
+            reference: "f16.gguf".into(),
+            text: "ppl.txt".into(),
+            ctx: 512,
+            chunks: 16,
+            tokens_scored: 4080,
+            kld_mean: 0.0812,
+            kld_mean_se: 0.002,
+            kld_median: 0.0401,
+            kld_p99: 0.7012,
+            kld_max: 2.1,
+            top1_pct: 91.23,
+            ppl_ref: 14.545,
+            ppl_knot: 15.9,
+            ppl_ratio: 1.0931,
+            seconds: 10.0,
+            model_tokens_per_s: 800.0,
+        }
+    }
+
+    /// The gate log's block of figures.
+    pub fn log_lines(&self, t: &Thresholds) -> String {
+        let lim = |v: Option<f64>, unit: &str| v.map(|x| format!("{x}{unit}")).unwrap_or_else(|| "unset".into());
+        format!(
+            "distribution vs f16 {} over {}: ctx {}, {} chunks, {} tokens scored\n\
+             kld: mean {:.6} ± {:.6}  median {:.6}  p99 {:.6}  max {:.6}   (kld_max {})\n\
+             top-1 agreement: {:.2}%   (top1_min {})\n\
+             ppl: f16 {:.4}  knot {:.4}  ratio {:.4}   (ppl_ratio_max {})\n\
+             distribution time: {:.1}s ({:.1} model-tokens/s)\n",
+            self.reference,
+            self.text,
+            self.ctx,
+            self.chunks,
+            self.tokens_scored,
+            self.kld_mean,
+            self.kld_mean_se,
+            self.kld_median,
+            self.kld_p99,
+            self.kld_max,
+            lim(t.kld_max, ""),
+            self.top1_pct,
+            lim(t.top1_min, "%"),
+            self.ppl_ref,
+            self.ppl_knot,
+            self.ppl_ratio,
+            lim(t.ppl_ratio_max, ""),
+            self.seconds,
+            self.model_tokens_per_s,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_rows_score_zero_and_agree() {
+        let r: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
+        let s = score(&r, &r, 7);
+        assert_eq!(s.kld, 0.0);
+        assert!(s.same_top);
+        assert_eq!(s.nll_ref, s.nll_knot);
+    }
+
+    #[test]
+    fn kld_is_the_textbook_sum() {
+        // p = softmax([0, ln 3]) = (1/4, 3/4); q = softmax([0, 0]) = (1/2, 1/2)
+        let s = score(&[0.0, 3f32.ln()], &[0.0, 0.0], 0);
+        let want = 0.25 * (0.25f64 / 0.5).ln() + 0.75 * (0.75f64 / 0.5).ln();
+        assert!((s.kld - want).abs() < 1e-7, "{} vs {want}", s.kld);
+        assert!(!s.same_top);
+        assert!((s.nll_ref - 4f64.ln()).abs() < 1e-7 && (s.nll_knot - 2f64.ln()).abs() < 1e-7);
+    }
+
+    #[test]
+    fn percentiles_are_llama_cpps() {
+        let v: Vec<f64> = (0..101).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[1.0, 2.0], 0.5), 1.5);
+    }
+
+    fn q(kld: f64, top1: f64, ratio: f64) -> Quality {
+        Quality {
+            reference: "f".into(),
+            text: "t".into(),
+            ctx: 512,
+            chunks: 1,
+            tokens_scored: 255,
+            kld_mean: kld,
+            kld_mean_se: 0.0,
+            kld_median: kld,
+            kld_p99: kld,
+            kld_max: kld,
+            top1_pct: top1,
+            ppl_ref: 10.0,
+            ppl_knot: 10.0 * ratio,
+            ppl_ratio: ratio,
+            seconds: 1.0,
+            model_tokens_per_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn thresholds_name_each_missed_figure_and_by_how_much() {
+        let t = Thresholds { kld_max: Some(0.3), top1_min: Some(80.0), ppl_ratio_max: Some(1.5) };
+        assert!(t.misses(&q(0.2, 85.0, 1.2)).is_empty());
+        let m = t.misses(&q(0.42, 71.5, 1.8));
+        assert_eq!(m.len(), 3, "{m:?}");
+        assert_eq!(m[0], "mean KLD 0.4200 > kld_max 0.3 (over by 0.1200)");
+        assert_eq!(m[1], "top-1 agreement 71.50% < top1_min 80% (short by 8.50 points)");
+        assert_eq!(m[2], "PPL ratio 1.8000 > ppl_ratio_max 1.5 (over by 0.3000)");
+        // unset thresholds are reported, never enforced
+        assert!(Thresholds::default().misses(&q(9.0, 1.0, 99.0)).is_empty());
+    }
+
+    #[test]
+    fn thresholds_refuse_values_that_are_not_limits() {
+        let bad = |t: Thresholds| t.validate("gate.").unwrap_err();
+        assert!(bad(Thresholds { kld_max: Some(-1.0), ..Default::default() }).contains("gate.kld_max = -1"));
+        assert!(bad(Thresholds { top1_min: Some(150.0), ..Default::default() }).contains("gate.top1_min = 150"));
+        assert!(bad(Thresholds { ppl_ratio_max: Some(f64::NAN), ..Default::default() }).contains("ppl_ratio_max"));
+        assert!(Thresholds { kld_max: Some(0.3), top1_min: Some(70.0), ppl_ratio_max: Some(1.5) }.validate("").is_ok());
+    }
+}

@@ -1,0 +1,17 @@
+//! The data plane: everything that reads, writes, encodes or scores a model file. It knows
+//! nothing of the campaign, its queue or its backends.
+//!
+//! - [`gguf`], [`imatrix`]: knot / GGUF I/O and importance matrices
+//! - [`codec`]: the KAIJU1 Leech-lattice codec
+//! - [`encode`]: the encoder core (`--encode`), with [`progress`] for its terminal
+//! - [`gate`]: the native forward pass and the gate over it
+//! - [`convert`], [`inspect`]: the local feeder's f16 step and file summaries
+
+pub mod codec;
+pub mod convert;
+pub mod encode;
+pub mod gate;
+pub mod gguf;
+pub mod imatrix;
+pub mod inspect;
+pub mod progress;
