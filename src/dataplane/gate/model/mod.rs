@@ -1,10 +1,19 @@
-//! A CPU forward pass for the llama family (llama, mistral; qwen2 with q/k/v biases and
-//! NEOX RoPE) over any knot: KAIJU1 tensors are decoded by our codec, every other tensor by
-//! the knot I/O layer's dequantizers. Weights are decoded once into f32 when the model fits
-//! `dense_limit` bytes, otherwise row-chunk by row-chunk on every matmul (bounded memory).
+//! A CPU forward pass over any knot of the llama family and its relatives ([`SUPPORTED`]:
+//! llama and mistral; qwen2 with q/k/v biases; qwen3 with q/k norms; gemma2 and gemma3 with
+//! their scaled embeddings, GeGLU, post-norms, soft-caps and sliding windows). KAIJU1 tensors
+//! are decoded by our codec, every other tensor by the knot I/O layer's dequantizers. Weights
+//! are decoded once into f32 when the model fits `dense_limit` bytes, otherwise row-chunk by
+//! row-chunk on every matmul (bounded memory).
+//!
+//! [`hparams`] reads the architecture's switches from the metadata; [`ops`] holds the
+//! per-token operations (norms, RoPE, attention, activations).
 
-use super::matmul::dot;
+mod hparams;
+mod ops;
+
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
+pub use hparams::{Act, Config, Rope, SUPPORTED};
+use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_heads, rope_table, softcap, Attn};
 use rayon::prelude::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -15,28 +24,17 @@ pub enum ModelError {
     MissingTensor { path: String, name: String },
     #[error("{path}: tensor {name}: {msg}")]
     BadTensor { path: String, name: String, msg: String },
-    #[error("{path}: architecture {arch:?} is not supported by the native forward pass (llama, mistral, qwen2)")]
+    #[error(
+        "{path}: general.architecture = {arch:?} is not supported by the native forward pass (it runs {})",
+        SUPPORTED.join(", ")
+    )]
     Arch { path: String, arch: String },
+    #[error("{path}: {what}")]
+    Unsupported { path: String, what: String },
     #[error("token {0} is outside the vocabulary of {1} tokens")]
     Token(u32, usize),
     #[error("no tokens to run the model on")]
     Empty,
-}
-
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub arch: String,
-    pub n_layer: usize,
-    pub n_embd: usize,
-    pub n_ff: usize,
-    pub n_head: usize,
-    pub n_head_kv: usize,
-    pub head_dim: usize,
-    pub rope_dim: usize,
-    pub rope_base: f32,
-    pub rope_neox: bool,
-    pub eps: f32,
-    pub n_vocab: usize,
 }
 
 /// A weight matrix of `rows` outputs × `cols` inputs.
@@ -130,8 +128,12 @@ struct Layer<'a> {
     bq: Option<Vec<f32>>,
     bk: Option<Vec<f32>>,
     bv: Option<Vec<f32>>,
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
     wo: Weight<'a>,
+    attn_post_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
+    ffn_post_norm: Option<Vec<f32>>,
     w_gate: Weight<'a>,
     w_up: Weight<'a>,
     w_down: Weight<'a>,
@@ -142,6 +144,8 @@ pub struct Model<'a> {
     tok_embd: Weight<'a>,
     output: Option<Weight<'a>>,
     out_norm: Vec<f32>,
+    /// RoPE frequency factors (`rope_freqs.weight`, llama-3's long-context RoPE).
+    rope_freqs: Option<Vec<f32>>,
     layers: Vec<Layer<'a>>,
     pub dense: bool,
 }
@@ -152,33 +156,8 @@ pub const DEFAULT_DENSE_LIMIT: u64 = 8 << 30;
 impl<'a> Model<'a> {
     pub fn load(g: &'a Gguf, dense_limit: u64) -> Result<Model<'a>, ModelError> {
         let path = g.path.display().to_string();
-        let arch = g.architecture().unwrap_or("").to_string();
-        if !matches!(arch.as_str(), "llama" | "mistral" | "qwen2") {
-            return Err(ModelError::Arch { path, arch });
-        }
-        let key = |k: &str| format!("{arch}.{k}");
-        let need = |k: &str| {
-            g.get_u64(&key(k))
-                .map(|v| v as usize)
-                .ok_or_else(|| ModelError::MissingKey { path: path.clone(), key: key(k) })
-        };
-        let n_embd = need("embedding_length")?;
-        let n_head = need("attention.head_count")?;
-        let head_dim = g.get_u64(&key("attention.key_length")).map(|v| v as usize).unwrap_or(n_embd / n_head);
-        let cfg = Config {
-            n_layer: need("block_count")?,
-            n_embd,
-            n_ff: need("feed_forward_length")?,
-            n_head,
-            n_head_kv: g.get_u64(&key("attention.head_count_kv")).map(|v| v as usize).unwrap_or(n_head),
-            head_dim,
-            rope_dim: g.get_u64(&key("rope.dimension_count")).map(|v| v as usize).unwrap_or(head_dim),
-            rope_base: g.get_f64(&key("rope.freq_base")).unwrap_or(10000.0) as f32,
-            rope_neox: arch == "qwen2",
-            eps: g.get_f64(&key("attention.layer_norm_rms_epsilon")).unwrap_or(1e-5) as f32,
-            n_vocab: 0,
-            arch: arch.clone(),
-        };
+        let cfg = Config::from_gguf(g)?;
+        let n_embd = cfg.n_embd;
         let f32_bytes: u64 = g.tensors.iter().map(|t| t.n_elements() * 4).sum();
         let dense = f32_bytes <= dense_limit;
         let tensor = |name: &str| {
@@ -223,8 +202,12 @@ impl<'a> Model<'a> {
                 bq: opt_vec(&n("attn_q.bias"))?,
                 bk: opt_vec(&n("attn_k.bias"))?,
                 bv: opt_vec(&n("attn_v.bias"))?,
+                q_norm: opt_vec(&n("attn_q_norm.weight"))?,
+                k_norm: opt_vec(&n("attn_k_norm.weight"))?,
                 wo: weight(&n("attn_output.weight"), n_embd, q)?,
+                attn_post_norm: opt_vec(&n("post_attention_norm.weight"))?,
                 ffn_norm: vec(&n("ffn_norm.weight"))?,
+                ffn_post_norm: opt_vec(&n("post_ffw_norm.weight"))?,
                 w_gate: weight(&n("ffn_gate.weight"), cfg.n_ff, n_embd)?,
                 w_up: weight(&n("ffn_up.weight"), cfg.n_ff, n_embd)?,
                 w_down: weight(&n("ffn_down.weight"), n_embd, cfg.n_ff)?,
@@ -235,7 +218,28 @@ impl<'a> Model<'a> {
             None => None,
         };
         let out_norm = vec("output_norm.weight")?;
-        Ok(Model { cfg: Config { n_vocab, ..cfg }, tok_embd, output, out_norm, layers, dense })
+        let rope_freqs = opt_vec("rope_freqs.weight")?;
+        if let Some(f) = &rope_freqs {
+            if f.len() != cfg.rope_dim / 2 {
+                return Err(ModelError::BadTensor {
+                    path,
+                    name: "rope_freqs.weight".into(),
+                    msg: format!("{} factors, expected {} (rope_dim / 2)", f.len(), cfg.rope_dim / 2),
+                });
+            }
+        }
+        for l in &layers {
+            for (name, n) in [("attn_q_norm", &l.q_norm), ("attn_k_norm", &l.k_norm)] {
+                if n.as_ref().is_some_and(|v| v.len() != cfg.head_dim) {
+                    return Err(ModelError::BadTensor {
+                        path,
+                        name: name.into(),
+                        msg: format!("expected {} weights (the head width)", cfg.head_dim),
+                    });
+                }
+            }
+        }
+        Ok(Model { cfg: Config { n_vocab, ..cfg }, tok_embd, output, out_norm, rope_freqs, layers, dense })
     }
 
     /// Logits for every position of `tokens` (T × n_vocab), or only the last when `last_only`.
@@ -270,9 +274,14 @@ impl<'a> Model<'a> {
             }
             x.extend(self.tok_embd.row(tok as usize));
         }
+        if c.embd_scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= c.embd_scale);
+        }
         let hd = c.head_dim;
         let (nq, nkv) = (c.n_head * hd, c.n_head_kv * hd);
-        let rope = rope_table(t_n, c.rope_dim, c.rope_base);
+        let ff = self.rope_freqs.as_deref();
+        let rope = rope_table(t_n, c.rope_dim, c.rope, ff);
+        let rope_swa = if c.rope_swa == c.rope { None } else { Some(rope_table(t_n, c.rope_dim, c.rope_swa, ff)) };
         let mut h = vec![0f32; t_n * d];
         let mut q = vec![0f32; t_n * nq];
         let mut k = vec![0f32; t_n * nkv];
@@ -282,6 +291,7 @@ impl<'a> Model<'a> {
         let mut g = vec![0f32; t_n * c.n_ff];
         let mut u = vec![0f32; t_n * c.n_ff];
         for (li, layer) in self.layers.iter().enumerate() {
+            let swa = c.swa_layers[li];
             rms_norm(&x, &layer.attn_norm, c.eps, &mut h);
             for n in ["attn_q", "attn_k", "attn_v"] {
                 obs(&format!("blk.{li}.{n}.weight"), &h);
@@ -292,20 +302,46 @@ impl<'a> Model<'a> {
             add_bias(&mut q, layer.bq.as_deref());
             add_bias(&mut k, layer.bk.as_deref());
             add_bias(&mut v, layer.bv.as_deref());
-            apply_rope(&mut q, c.n_head, hd, c.rope_dim, &rope, c.rope_neox);
-            apply_rope(&mut k, c.n_head_kv, hd, c.rope_dim, &rope, c.rope_neox);
-            attention(&q, &k, &v, c.n_head, c.n_head_kv, hd, &mut att);
+            if let Some(w) = &layer.q_norm {
+                rms_norm_heads(&mut q, w, c.eps);
+            }
+            if let Some(w) = &layer.k_norm {
+                rms_norm_heads(&mut k, w, c.eps);
+            }
+            let tab = if swa { rope_swa.as_ref().unwrap_or(&rope) } else { &rope };
+            apply_rope(&mut q, c.n_head, hd, c.rope_dim, tab, c.rope_neox);
+            apply_rope(&mut k, c.n_head_kv, hd, c.rope_dim, tab, c.rope_neox);
+            let how = Attn {
+                n_head: c.n_head,
+                n_kv: c.n_head_kv,
+                hd,
+                scale: c.attn_scale,
+                softcap: c.attn_softcap,
+                window: if swa { c.window } else { None },
+            };
+            attention(&q, &k, &v, &how, &mut att);
             obs(&format!("blk.{li}.attn_output.weight"), &att);
             layer.wo.matmul(&att, &mut o);
+            if let Some(w) = &layer.attn_post_norm {
+                let raw = o.clone();
+                rms_norm(&raw, w, c.eps, &mut o);
+            }
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             rms_norm(&x, &layer.ffn_norm, c.eps, &mut h);
             obs(&format!("blk.{li}.ffn_gate.weight"), &h);
             obs(&format!("blk.{li}.ffn_up.weight"), &h);
             layer.w_gate.matmul(&h, &mut g);
             layer.w_up.matmul(&h, &mut u);
-            g.iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b);
+            match c.act {
+                Act::Silu => g.iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
+                Act::GeluTanh => g.iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_tanh(*a) * b),
+            }
             obs(&format!("blk.{li}.ffn_down.weight"), &g);
             layer.w_down.matmul(&g, &mut o);
+            if let Some(w) = &layer.ffn_post_norm {
+                let raw = o.clone();
+                rms_norm(&raw, w, c.eps, &mut o);
+            }
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
         }
         rms_norm(&x, &self.out_norm, c.eps, &mut h);
@@ -313,87 +349,9 @@ impl<'a> Model<'a> {
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
         let mut logits = vec![0f32; hs.len() / d * out_w.rows];
         out_w.matmul(hs, &mut logits);
+        if let Some(cap) = c.final_softcap {
+            softcap(&mut logits, cap);
+        }
         Ok(logits)
     }
-}
-
-fn add_bias(x: &mut [f32], b: Option<&[f32]>) {
-    if let Some(b) = b {
-        for row in x.chunks_mut(b.len()) {
-            row.iter_mut().zip(b).for_each(|(a, c)| *a += c);
-        }
-    }
-}
-
-fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let d = w.len();
-    for (xr, or) in x.chunks(d).zip(out.chunks_mut(d)) {
-        let ms = xr.iter().map(|v| v * v).sum::<f32>() / d as f32;
-        let s = 1.0 / (ms + eps).sqrt();
-        for i in 0..d {
-            or[i] = xr[i] * s * w[i];
-        }
-    }
-}
-
-/// cos/sin per position and frequency pair.
-fn rope_table(t_n: usize, rope_dim: usize, base: f32) -> Vec<(f32, f32)> {
-    let half = rope_dim / 2;
-    let mut tab = Vec::with_capacity(t_n * half);
-    for p in 0..t_n {
-        for i in 0..half {
-            let theta = p as f32 * base.powf(-2.0 * i as f32 / rope_dim as f32);
-            tab.push((theta.cos(), theta.sin()));
-        }
-    }
-    tab
-}
-
-fn apply_rope(x: &mut [f32], n_head: usize, hd: usize, rope_dim: usize, tab: &[(f32, f32)], neox: bool) {
-    let half = rope_dim / 2;
-    for (p, row) in x.chunks_mut(n_head * hd).enumerate() {
-        for hv in row.chunks_mut(hd) {
-            for i in 0..half {
-                let (c, s) = tab[p * half + i];
-                let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
-                let (x0, x1) = (hv[a], hv[b]);
-                hv[a] = x0 * c - x1 * s;
-                hv[b] = x0 * s + x1 * c;
-            }
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn attention(q: &[f32], k: &[f32], v: &[f32], n_head: usize, n_kv: usize, hd: usize, out: &mut [f32]) {
-    let group = n_head / n_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let (nq, nkv) = (n_head * hd, n_kv * hd);
-    out.par_chunks_mut(nq).enumerate().for_each(|(t, orow)| {
-        let mut sc = vec![0f32; t + 1];
-        for hh in 0..n_head {
-            let kvh = hh / group;
-            let qv = &q[t * nq + hh * hd..t * nq + (hh + 1) * hd];
-            let mut mx = f32::NEG_INFINITY;
-            for (s, scv) in sc.iter_mut().enumerate() {
-                let kv = &k[s * nkv + kvh * hd..s * nkv + (kvh + 1) * hd];
-                *scv = dot(qv, kv) * scale;
-                mx = mx.max(*scv);
-            }
-            let mut sum = 0f32;
-            for scv in sc.iter_mut() {
-                *scv = (*scv - mx).exp();
-                sum += *scv;
-            }
-            let o = &mut orow[hh * hd..(hh + 1) * hd];
-            o.iter_mut().for_each(|e| *e = 0.0);
-            for (s, &p) in sc.iter().enumerate() {
-                let vv = &v[s * nkv + kvh * hd..s * nkv + (kvh + 1) * hd];
-                let wgt = p / sum;
-                for i in 0..hd {
-                    o[i] += wgt * vv[i];
-                }
-            }
-        }
-    });
 }
