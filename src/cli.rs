@@ -167,6 +167,11 @@ pub enum Cmd {
     },
     /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship SmolLM2-135M.
     Demo {
+        /// small: SmolLM2-135M end to end (about a minute and a half on two cores); full: also
+        /// Qwen2.5-Coder-0.5B, the campaign's first size class (fetched once, ~490 MB; several
+        /// minutes more)
+        #[arg(long, value_parser = ["small", "full"], default_value = "small")]
+        zoo: String,
         #[command(flatten)]
         at: CampaignOpts,
     },
@@ -278,7 +283,7 @@ fn absorb(mut cli: Cli) -> Cli {
             | Cmd::Unhold { at, .. }
             | Cmd::Requeue { at, .. }
             | Cmd::Move { at, .. }
-            | Cmd::Demo { at },
+            | Cmd::Demo { at, .. },
         ) => (std::mem::take(at), false),
         Some(Cmd::Gate { json, config, root, .. }) => {
             (CampaignOpts { config: config.take(), root: root.take(), ..Default::default() }, *json)

@@ -45,7 +45,8 @@ pub struct CostConfig {
     /// an IQ-ladder build's disk per billion parameters (the Hugging Face download and the f16
     /// GGUF converted from it, side by side)
     pub feeder_disk_gb_per_b: f64,
-    /// concurrent builds for the "parallel" estimate (Cloud Build caps E2_HIGHCPU_32 at ~3/region)
+    /// the encode slots the wall-clock estimate assumes (set from `[watch] encode_slots`)
+    #[serde(skip)]
     pub parallel: usize,
     /// the distributional gate's cost: core-seconds per model-token per billion parameters
     /// (measured on the Qwen2.5-Coder-0.5B fixture, docs/BENCHMARKS.md); an encode build adds
@@ -68,7 +69,7 @@ impl Default for CostConfig {
             disk_gb: 100.0,
             disk_gb_per_b: 3.5,
             feeder_disk_gb_per_b: 5.0,
-            parallel: 3,
+            parallel: 1,
             gate_core_s_per_token_b: 0.06,
             gate_model_tokens: 2.0 * 512.0 * 16.0,
         }
@@ -129,6 +130,16 @@ pub struct RawTui {
     pub keys: std::collections::BTreeMap<String, Vec<String>>,
 }
 
+/// `[watch]`: how the watcher runs the campaign.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawWatch {
+    /// KAIJU encodes at once (default 1: one build of any kind at a time, the campaign's
+    /// rule); more lets encodes of models whose f16 and imatrix are minted run side by side,
+    /// feeders staying one at a time
+    pub encode_slots: Option<usize>,
+}
+
 /// `[cloud]`: where the real backends live. Only read when `backend = "cloud"`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -155,6 +166,8 @@ pub struct RawCloud {
     pub attempts: Option<u32>,
     /// multipart part size for R2 uploads, MiB (S3's minimum is 5)
     pub part_mib: Option<u64>,
+    /// the most builds of ours at once, the region's quota (default 3, as E2_HIGHCPU_32's)
+    pub max_concurrent_builds: Option<usize>,
 }
 
 /// A credential: printed as `***` by Debug and never part of an error message.
@@ -216,6 +229,7 @@ pub struct RawConfig {
     pub cost: Option<CostConfig>,
     pub gate: GateConfig,
     pub tui: RawTui,
+    pub watch: RawWatch,
 }
 
 /// Validated configuration.
@@ -241,6 +255,10 @@ pub struct Config {
     pub cost: CostConfig,
     pub gate: GateConfig,
     pub theme: String,
+    /// `[watch] encode_slots`
+    pub encode_slots: usize,
+    /// `[cloud] max_concurrent_builds`
+    pub max_concurrent_builds: usize,
     pub tick_interval_s: u64,
     pub color: String,
     pub keys: std::collections::BTreeMap<String, Vec<String>>,
@@ -313,9 +331,6 @@ impl RawConfig {
             return Err(ConfigError::Invalid(format!("backend = {backend:?}: expected \"local\" or \"cloud\"")));
         }
         let mut cost = self.cost.unwrap_or_default();
-        if cost.parallel == 0 {
-            return Err(ConfigError::Invalid("cost.parallel = 0: expected at least 1".into()));
-        }
         // what Cloud Build accepts for a build's timeout and disk
         let within = |key: &str, v: f64, max: f64, what: &str| {
             if v > 0.0 && v <= max {
@@ -363,6 +378,16 @@ impl RawConfig {
             ));
         }
         cost.gate_model_tokens = 2.0 * (self.gate.ctx * self.gate.chunks) as f64;
+        let max_builds = self.cloud.max_concurrent_builds.unwrap_or(3);
+        if max_builds == 0 {
+            return Err(ConfigError::Invalid("cloud.max_concurrent_builds = 0: expected at least 1".into()));
+        }
+        let encode_slots = self.watch.encode_slots.unwrap_or(1);
+        if encode_slots == 0 || encode_slots > max_builds {
+            return Err(ConfigError::Invalid(format!(
+                "watch.encode_slots = {encode_slots}: expected 1 to cloud.max_concurrent_builds ({max_builds})"
+            )));
+        }
         let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
@@ -390,6 +415,8 @@ impl RawConfig {
             cost,
             gate: self.gate,
             theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
+            encode_slots,
+            max_concurrent_builds: max_builds,
             tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
             color,
             keys: self.tui.keys,
@@ -440,6 +467,14 @@ fn resolve_cloud(c: RawCloud, required: bool, r2_endpoint: Option<&str>) -> Resu
 }
 
 impl Config {
+    /// How many builds the watcher may run at once.
+    pub fn slots(&self) -> crate::controlplane::campaign::tick::Slots {
+        crate::controlplane::campaign::tick::Slots {
+            encodes: self.encode_slots,
+            max_builds: self.max_concurrent_builds,
+        }
+    }
+
     /// Load: `--config` path, else `$KAIJU_CONFIG`, else `<root>/config.toml` if present.
     pub fn load(explicit: Option<&Path>, cli: &CliOverrides) -> Result<Config, ConfigError> {
         let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("KAIJU_")).collect();

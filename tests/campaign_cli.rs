@@ -27,7 +27,7 @@ fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
     assert!(o.status.success(), "{o:?}");
     let s = stdout(&o);
     assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"));
-    assert!(s.contains("total: ") && s.contains("h serial") && s.contains("in parallel"));
+    assert!(s.contains("total: ") && s.contains("h serial") && s.contains("wall-clock with 1 encode slot"));
     assert!(!s.contains("gemma-2-9b"), "HOLD models are not planned");
     // a 72.7B model still to feed needs 72.7 × 5 + 10 GB of disk for its IQ-ladder build; its
     // legacy-prior hours pass the timeouts
@@ -160,6 +160,53 @@ fn wait_for_builds(root: &Path) {
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     panic!("builds did not finish");
+}
+
+/// `[watch] encode_slots = 2` on the local default with two READY models: two ticks submit
+/// both encodes, both are in flight at once, and both ship.
+#[test]
+fn two_encode_slots_run_two_encodes_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let link = |from: &Path, to: std::path::PathBuf| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::hard_link(from, &to).or_else(|_| std::fs::copy(from, &to).map(|_| ())).unwrap();
+    };
+    let ids = ["smol-a", "smol-b"];
+    let mut queue = String::new();
+    for id in ids {
+        link(&common::smollm2_f16(), root.join(format!("gcs/models/{id}/{id}-f16.gguf")));
+        link(&common::imatrix_gguf(), root.join(format!("r2/models/iq-ladder/{id}/{id}.imatrix")));
+        link(&common::smollm2(), root.join(format!("r2/models/{id}.knot")));
+        link(&common::qspec(), root.join(format!("qspecs/{id}.qspec.json")));
+        queue += &format!("{id} params=0.135 family=llama bpw=2.6 READY-NOW\n");
+    }
+    std::fs::write(root.join("queue.txt"), queue).unwrap();
+    std::fs::write(root.join("config.toml"), "[watch]\nencode_slots = 2\n").unwrap();
+    let r = root.to_str().unwrap();
+    let tick = || run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick", "--submit"], &root);
+    let a = tick();
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smol-a"), "{a:?}");
+    let b = tick();
+    assert!(stdout(&b).starts_with("submit KAIJU encode for smol-b"), "{b:?}");
+    // both in flight at once: the second was submitted while the first still ran
+    let ongoing = std::fs::read_dir(root.join("builds"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let s = std::fs::read_to_string(e.path().join("status.json")).unwrap_or_default();
+            s.contains("\"QUEUED\"") || s.contains("\"WORKING\"")
+        })
+        .count();
+    assert_eq!(ongoing, 2, "both encodes in flight");
+    // a third tick has nothing to start: both models have their build in flight
+    let c = tick();
+    assert!(stdout(&c).starts_with("nothing: build in flight"), "{c:?}");
+    wait_for_builds(&root);
+    for id in ids {
+        assert!(root.join(format!("r2/models/{id}-kaiju1.knot")).exists(), "{id} shipped");
+    }
+    assert_eq!(tick().status.code(), Some(11), "all done");
 }
 
 #[test]

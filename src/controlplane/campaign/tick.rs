@@ -1,10 +1,14 @@
 //! The watcher's decision: a pure function of (queue, inventory, builds, markers) → at most
 //! one action. Side effects live in `crate::controlplane::watcher`.
 //!
-//! Decision table, evaluated once per tick:
-//! 1. any build of ours in flight (it carries `_HF_SOURCE`, `_KNOT_NAME` or `_OUT_KEY`)
-//!    → nothing (one build at a time);
-//! 2. otherwise walk the queue in order, per model:
+//! Decision table, evaluated once per tick. A build is ours when it carries `_HF_SOURCE`,
+//! `_KNOT_NAME` or `_OUT_KEY`; [`Slots`] says how many may run at once:
+//! 1. one encode slot (the default, the campaign's one-at-a-time rule): any build of ours in
+//!    flight → nothing. More slots: nothing when every slot is taken (encodes at
+//!    `encodes`, or all builds at `max_builds`, or a build whose model cannot be told) — else
+//!    go on with the free ones: at most `encodes` encodes, at most one feeder (feeders stay
+//!    serial), never more than `max_builds` builds in all;
+//! 2. walk the queue in order, per model:
 //!    OUT-OF-SCOPE → skip · HOLD → skip, loudly · KAIJU1 knot shipped → done, unless a
 //!    `.reencode` marker asks for one more encode (then it goes on like an unshipped model) ·
 //!    any UNKNOWN check → stop this tick (UNKNOWN is never ABSENT) ·
@@ -12,13 +16,92 @@
 //!    READY → **submit encode** · EXTERNAL → skip (prerequisites come from outside) ·
 //!    f16 or imatrix absent, HF source, no `.feeder` → **submit feeder** ·
 //!    `.feeder` marker → feeder FAILED (not resubmitted), skip · anything else → skip with why;
-//! 3. no action and every model but HOLD / OUT-OF-SCOPE is done → ALL DONE (exit 11).
+//!    with more than one slot, also: a build of its own in flight → skip (a model never gets
+//!    a second build) · READY but every encode slot taken, or needs a feeder while the feeder
+//!    runs → skip, waiting for that slot;
+//! 3. no action: builds in flight → nothing (busy); every model but HOLD / OUT-OF-SCOPE done
+//!    → ALL DONE (exit 11); else idle.
 
 use super::inventory::{Inventory, ModelInventory};
 use super::markers::MarkerSet;
 use super::queue::{Entry, Tag};
-use crate::controlplane::backend::builds::BuildInfo;
+use crate::controlplane::backend::builds::{BuildInfo, BuildKind};
 use serde::Serialize;
+
+/// How many builds of ours may run at once: `[watch] encode_slots` KAIJU encodes (1 = one
+/// build of any kind at a time), and never more than `[cloud] max_concurrent_builds` builds
+/// in all (the region's quota). Feeders are always one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Slots {
+    pub encodes: usize,
+    pub max_builds: usize,
+}
+
+impl Default for Slots {
+    fn default() -> Slots {
+        Slots { encodes: 1, max_builds: 3 }
+    }
+}
+
+/// What the builds of ours in flight occupy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct InFlight {
+    pub builds: Vec<String>,
+    pub encodes: usize,
+    pub feeders: usize,
+    /// models with a build in flight
+    pub models: Vec<String>,
+    /// a build whose model cannot be told (it could be any model's)
+    pub unknown_model: bool,
+}
+
+impl InFlight {
+    pub fn of(builds: &[BuildInfo]) -> InFlight {
+        let mut f = InFlight::default();
+        for b in builds.iter().filter(|b| b.status.is_ongoing() && b.is_ours()) {
+            f.builds.push(b.id.clone());
+            let kind = b.kind.unwrap_or(if b.substitutions.contains_key("_OUT_KEY") {
+                BuildKind::Encode
+            } else {
+                BuildKind::Feeder
+            });
+            match kind {
+                BuildKind::Encode => f.encodes += 1,
+                BuildKind::Feeder => f.feeders += 1,
+            }
+            match b.model() {
+                Some(m) => f.models.push(m),
+                None => f.unknown_model = true,
+            }
+        }
+        f
+    }
+
+    /// Builds of ours in flight, whatever their kind.
+    pub fn len(&self) -> usize {
+        self.builds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.builds.is_empty()
+    }
+
+    /// Whether another encode may start now.
+    pub fn encode_free(&self, s: &Slots) -> bool {
+        if s.encodes <= 1 {
+            return self.is_empty();
+        }
+        !self.unknown_model && self.encodes < s.encodes && self.len() < s.max_builds
+    }
+
+    /// Whether a feeder may start now.
+    pub fn feeder_free(&self, s: &Slots) -> bool {
+        if s.encodes <= 1 {
+            return self.is_empty();
+        }
+        !self.unknown_model && self.feeders == 0 && self.len() < s.max_builds
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
@@ -97,7 +180,7 @@ fn is_done(inv: &Inventory, markers: &MarkerSet, id: &str) -> bool {
     inv.get(id).is_some_and(|m| m.output.is_present()) && !markers.reencode.contains(id)
 }
 
-pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet) -> Decision {
+pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet, slots: &Slots) -> Decision {
     // every held model is reported loudly on every tick, whatever else happens
     let mut notes: Vec<String> = queue
         .iter()
@@ -110,10 +193,11 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             )
         })
         .collect();
-    let in_flight: Vec<String> =
-        builds.iter().filter(|b| b.status.is_ongoing() && b.is_ours()).map(|b| b.id.clone()).collect();
-    if !in_flight.is_empty() {
-        return Decision { action: None, outcome: Outcome::Busy { builds: in_flight }, notes };
+    let flight = InFlight::of(builds);
+    let busy =
+        |notes: Vec<String>| Decision { action: None, outcome: Outcome::Busy { builds: flight.builds.clone() }, notes };
+    if !flight.encode_free(slots) && !flight.feeder_free(slots) {
+        return busy(notes);
     }
     for e in queue {
         let id = e.id.as_str();
@@ -134,6 +218,10 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             };
         };
         if is_done(inv, markers, id) {
+            continue;
+        }
+        if flight.models.iter().any(|b| b == id) {
+            notes.push(format!("skip {id}: a build of its own is in flight"));
             continue;
         }
         let unknown = m.unknowns();
@@ -158,6 +246,13 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
         }
         let next = next_build(e, m);
         if next == Next::Encode {
+            if !flight.encode_free(slots) {
+                notes.push(format!(
+                    "skip {id}: READY, waiting for an encode slot ({} of {} taken)",
+                    flight.encodes, slots.encodes
+                ));
+                continue;
+            }
             return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
         }
         if e.tag == Tag::External {
@@ -165,6 +260,8 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             continue;
         }
         match next {
+            Next::Feed(_) if !markers.feeder.contains(id) && !flight.feeder_free(slots) => notes
+                .push(format!("skip {id}: needs a feeder, waiting for the feeder slot (feeders run one at a time)")),
             Next::Feed(hf) if !markers.feeder.contains(id) => {
                 return Decision {
                     action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
@@ -179,6 +276,9 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
             Next::Blocked(why) => notes.push(format!("skip {id}: {why}")),
             Next::Encode => unreachable!("handled above"),
         }
+    }
+    if !flight.is_empty() {
+        return busy(notes);
     }
     let all_done =
         queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, markers, &e.id));
@@ -195,6 +295,8 @@ mod tests {
 
     const P: Probe = Probe::Present { size: 1 };
     const A: Probe = Probe::Absent;
+    /// the default: one build at a time
+    const ONE: Slots = Slots { encodes: 1, max_builds: 3 };
 
     fn gate() -> GateKind {
         GateKind::Argmax(QSpec {
@@ -262,7 +364,7 @@ mod tests {
     fn ready_submits_encode() {
         for tag in [Tag::ReadyNow, Tag::AutoFeed, Tag::External] {
             let (q, i) = one(entry("a", tag, true), ready());
-            let d = decide(&q, &i, &[], &none());
+            let d = decide(&q, &i, &[], &none(), &ONE);
             assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
         }
     }
@@ -270,24 +372,24 @@ mod tests {
     #[test]
     fn not_ready_with_hf_source_submits_feeder_once() {
         let (q, i) = one(entry("a", Tag::AutoFeed, true), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() }));
         // with the .feeder marker (a failed or finished feeder) it is not resubmitted
         let mut m = none();
         m.feeder.insert("a".into());
-        let d = decide(&q, &i, &[], &m);
+        let d = decide(&q, &i, &[], &m, &ONE);
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("FAILED"), "{:?}", d.notes);
         assert_eq!(d.outcome, Outcome::Idle);
         // only the imatrix missing also feeds
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), A));
-        assert!(matches!(decide(&q, &i, &[], &none()).action, Some(Action::SubmitFeeder { .. })));
+        assert!(matches!(decide(&q, &i, &[], &none(), &ONE).action, Some(Action::SubmitFeeder { .. })));
     }
 
     #[test]
     fn not_ready_without_hf_source_is_skipped() {
         let (q, i) = one(entry("a", Tag::AutoFeed, false), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, None);
         assert_eq!(
             d.notes,
@@ -298,7 +400,7 @@ mod tests {
     #[test]
     fn external_is_skipped_when_not_ready() {
         let (q, i) = one(entry("a", Tag::External, true), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("EXTERNAL"));
         assert_eq!(d.outcome, Outcome::Idle);
@@ -307,7 +409,7 @@ mod tests {
     #[test]
     fn hold_is_skipped_loudly_even_when_ready() {
         let (q, i) = one(entry("a", Tag::Hold, true), ready());
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, None);
         assert!(d.notes[0].starts_with("HOLD a") && d.notes[0].contains("because"));
         assert_eq!(d.outcome, Outcome::AllDone);
@@ -316,7 +418,7 @@ mod tests {
     #[test]
     fn out_of_scope_is_skipped() {
         let (q, i) = one(entry("a", Tag::OutOfScope, true), ready());
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, None);
         assert_eq!(d.outcome, Outcome::AllDone);
     }
@@ -326,19 +428,19 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
         let mut m = none();
         m.reencode.insert("a".into());
-        let d = decide(&q, &i, &[], &m);
+        let d = decide(&q, &i, &[], &m, &ONE);
         assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }));
         // not all done while a re-encode is asked for, even if it cannot go yet
         let (q2, i2) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), P));
-        let d = decide(&q2, &i2, &[], &m);
+        let d = decide(&q2, &i2, &[], &m, &ONE);
         assert_ne!(d.outcome, Outcome::AllDone);
         // a re-encode waits behind a build in flight like any encode
         let b = build(&["_OUT_KEY"], BuildStatus::Working);
-        assert!(matches!(decide(&q, &i, &[b], &m).outcome, Outcome::Busy { .. }));
+        assert!(matches!(decide(&q, &i, &[b], &m, &ONE).outcome, Outcome::Busy { .. }));
         // once submitted (the executor removed the request; .done set) the shipped knot is done again
         let mut after = none();
         after.done.insert("a".into());
-        assert_eq!(decide(&q, &i, &[], &after).outcome, Outcome::AllDone);
+        assert_eq!(decide(&q, &i, &[], &after, &ONE).outcome, Outcome::AllDone);
     }
 
     #[test]
@@ -346,7 +448,7 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
         for keys in [&["_HF_SOURCE"][..], &["_KNOT_NAME"], &["_OUT_KEY"], &["_OUT_KEY", "_OTHER"]] {
             for st in [BuildStatus::Queued, BuildStatus::Working] {
-                let d = decide(&q, &i, &[build(keys, st)], &none());
+                let d = decide(&q, &i, &[build(keys, st)], &none(), &ONE);
                 assert_eq!(d.action, None, "{keys:?}");
                 assert!(matches!(d.outcome, Outcome::Busy { .. }));
             }
@@ -357,6 +459,7 @@ mod tests {
             &i,
             &[build(&["_OUT_KEY"], BuildStatus::Success), build(&["_UNRELATED"], BuildStatus::Working)],
             &none(),
+            &ONE,
         );
         assert!(d.action.is_some());
     }
@@ -367,7 +470,7 @@ mod tests {
         let u = Probe::Unknown(why.into());
         let m = inv(u.clone(), u.clone(), u.clone(), gate(), u);
         let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.notes.last().unwrap(), &format!("stop at a: UNKNOWN f16, imatrix, base, output: {why}"));
         assert_eq!(d.summary(), "nothing: a has an UNKNOWN check (f16, imatrix, base, output)");
     }
@@ -384,7 +487,7 @@ mod tests {
                 _ => m.output = u,
             }
             let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
-            let d = decide(&q, &i, &[], &none());
+            let d = decide(&q, &i, &[], &none(), &ONE);
             assert_eq!(d.action, None, "case {which}: UNKNOWN must not trigger a feeder");
             assert!(matches!(d.outcome, Outcome::Blocked { .. }));
             assert!(d.summary().contains("UNKNOWN"));
@@ -396,7 +499,7 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
         let mut m = none();
         m.done.insert("a".into());
-        let d = decide(&q, &i, &[], &m);
+        let d = decide(&q, &i, &[], &m, &ONE);
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("FAILED"));
     }
@@ -404,7 +507,7 @@ mod tests {
     #[test]
     fn shipped_models_are_done_and_all_done_is_reported() {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, None);
         assert_eq!(d.outcome, Outcome::AllDone);
     }
@@ -413,7 +516,7 @@ mod tests {
     fn sentinel_or_missing_qspec_is_not_gate_ready() {
         for g in [GateKind::Sentinel, GateKind::Missing] {
             let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, g.clone(), A));
-            let d = decide(&q, &i, &[], &none());
+            let d = decide(&q, &i, &[], &none(), &ONE);
             assert_eq!(d.action, None, "{g:?}");
             assert!(d.notes[0].contains("not ready"));
         }
@@ -426,19 +529,119 @@ mod tests {
         i.insert("a".into(), ready());
         i.insert("b".into(), inv(A, A, P, gate(), A));
         i.insert("c".into(), ready());
-        let d = decide(&q, &i, &[], &none());
+        let d = decide(&q, &i, &[], &none(), &ONE);
         assert_eq!(d.action, Some(Action::SubmitFeeder { id: "b".into(), hf_source: "org/b".into() }));
         assert!(d.notes[0].starts_with("HOLD a"));
         // once b's feeder marker exists, c (ready) is encoded
         let mut m = none();
         m.feeder.insert("b".into());
-        assert_eq!(decide(&q, &i, &[], &m).action, Some(Action::SubmitEncode { id: "c".into() }));
+        assert_eq!(decide(&q, &i, &[], &m, &ONE).action, Some(Action::SubmitEncode { id: "c".into() }));
     }
 
     #[test]
     fn unprobed_model_blocks() {
         let q = vec![entry("a", Tag::AutoFeed, true)];
-        let d = decide(&q, &Inventory::new(), &[], &none());
+        let d = decide(&q, &Inventory::new(), &[], &none(), &ONE);
         assert!(matches!(d.outcome, Outcome::Blocked { .. }));
+    }
+
+    /// three encode slots, as a campaign with the quota's three builds would set them
+    const THREE: Slots = Slots { encodes: 3, max_builds: 3 };
+
+    /// A build of ours for `model` in flight.
+    fn flying(model: &str, kind: BuildKind) -> BuildInfo {
+        let key = if kind == BuildKind::Encode { "_OUT_KEY" } else { "_HF_SOURCE" };
+        let spec = crate::controlplane::backend::builds::BuildSpec {
+            kind,
+            model_id: model.into(),
+            substitutions: [(key.to_string(), "x".to_string())].into(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        BuildInfo { status: BuildStatus::Working, ..BuildInfo::queued(format!("b-{model}"), &spec, 0.0) }
+    }
+
+    /// `ids` with their inventories, in queue order.
+    fn zoo(models: &[(&str, ModelInventory)]) -> (Vec<Entry>, Inventory) {
+        let q = models.iter().map(|(id, _)| entry(id, Tag::AutoFeed, true)).collect();
+        let i = models.iter().map(|(id, m)| (id.to_string(), m.clone())).collect();
+        (q, i)
+    }
+
+    #[test]
+    fn encodes_run_side_by_side_in_their_slots_and_one_slot_keeps_one_build() {
+        let (q, i) = zoo(&[("a", ready()), ("b", ready()), ("c", ready())]);
+        let a = flying("a", BuildKind::Encode);
+        // one slot: a's encode blocks everything
+        assert!(matches!(decide(&q, &i, std::slice::from_ref(&a), &none(), &ONE).outcome, Outcome::Busy { .. }));
+        // three: b is encoded beside a, never a again
+        let d = decide(&q, &i, std::slice::from_ref(&a), &none(), &THREE);
+        assert_eq!(d.action, Some(Action::SubmitEncode { id: "b".into() }));
+        assert!(d.notes.iter().any(|n| n == "skip a: a build of its own is in flight"), "{:?}", d.notes);
+        let b = flying("b", BuildKind::Encode);
+        assert_eq!(
+            decide(&q, &i, &[a.clone(), b.clone()], &none(), &THREE).action,
+            Some(Action::SubmitEncode { id: "c".into() })
+        );
+        // all three slots taken: busy
+        let c = flying("c", BuildKind::Encode);
+        assert!(matches!(decide(&q, &i, &[a, b, c], &none(), &THREE).outcome, Outcome::Busy { .. }));
+    }
+
+    #[test]
+    fn feeders_stay_one_at_a_time_while_encodes_go_on() {
+        let (q, i) = zoo(&[("a", inv(A, A, P, gate(), A)), ("b", inv(A, A, P, gate(), A)), ("c", ready())]);
+        // nothing in flight: the first in queue order (a's feeder), one action only
+        assert_eq!(
+            decide(&q, &i, &[], &none(), &THREE).action,
+            Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() })
+        );
+        // a's feeder in flight: b waits for the feeder slot, c (ready) is encoded
+        let f = flying("a", BuildKind::Feeder);
+        let d = decide(&q, &i, std::slice::from_ref(&f), &none(), &THREE);
+        assert_eq!(d.action, Some(Action::SubmitEncode { id: "c".into() }));
+        assert!(
+            d.notes.iter().any(|n| n.starts_with("skip b: needs a feeder, waiting for the feeder slot")),
+            "{:?}",
+            d.notes
+        );
+        // with one slot, the feeder blocks the encode too
+        assert!(matches!(decide(&q, &i, std::slice::from_ref(&f), &none(), &ONE).outcome, Outcome::Busy { .. }));
+        // c's encode in flight as well: b still waits, and nothing else is left: busy, not idle
+        let d = decide(&q, &i, &[f, flying("c", BuildKind::Encode)], &none(), &THREE);
+        assert_eq!(d.action, None);
+        assert!(matches!(d.outcome, Outcome::Busy { .. }));
+    }
+
+    #[test]
+    fn the_quota_caps_every_build_and_full_encode_slots_leave_the_feeder() {
+        let (q, i) = zoo(&[("a", ready()), ("b", ready()), ("d", ready()), ("c", inv(A, A, P, gate(), A))]);
+        let two = Slots { encodes: 2, max_builds: 3 };
+        let flight = [flying("a", BuildKind::Encode), flying("b", BuildKind::Encode)];
+        // both encode slots taken: d waits, c's feeder takes the third build
+        let d = decide(&q, &i, &flight, &none(), &two);
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "c".into(), hf_source: "org/c".into() }));
+        assert!(
+            d.notes.iter().any(|n| n == "skip d: READY, waiting for an encode slot (2 of 2 taken)"),
+            "{:?}",
+            d.notes
+        );
+        // the region's quota reached (2 encodes + a feeder of 3): busy
+        let full = [flight[0].clone(), flight[1].clone(), flying("x", BuildKind::Feeder)];
+        assert!(matches!(decide(&q, &i, &full, &none(), &two).outcome, Outcome::Busy { .. }));
+        // a build whose model cannot be told could be any model's: busy
+        let mut anon = flying("a", BuildKind::Encode);
+        anon.model_id = None;
+        anon.substitutions = [("_HF_SOURCE".to_string(), "x".to_string())].into();
+        assert!(matches!(decide(&q, &i, &[anon], &none(), &THREE).outcome, Outcome::Busy { .. }));
+    }
+
+    #[test]
+    fn unknown_still_blocks_with_free_slots() {
+        let u = Probe::Unknown("cannot reach r2".into());
+        let (q, i) = zoo(&[("a", ready()), ("b", inv(P, u, P, gate(), A)), ("c", ready())]);
+        let d = decide(&q, &i, &[flying("a", BuildKind::Encode)], &none(), &THREE);
+        assert_eq!(d.action, None);
+        assert!(matches!(d.outcome, Outcome::Blocked { ref id, .. } if id == "b"), "{:?}", d.outcome);
     }
 }

@@ -108,9 +108,15 @@ fn draw_header(f: &mut Frame, app: &App, r: Rect) {
     } else {
         "watcher starting".to_string()
     };
+    // the watcher's slots: used of configured (one slot = one build of any kind at a time)
+    let fl = crate::controlplane::campaign::tick::InFlight::of(&app.builds);
+    let slots = match app.cost.parallel {
+        0 | 1 => format!("slot {}/1", fl.len().min(1)),
+        n => format!("encodes {}/{n} · feeder {}/1", fl.encodes, fl.feeders),
+    };
     let mut spans = vec![
         Span::styled(" kaiju-tui ", app.theme.title()),
-        Span::raw(format!("│ {done}/{n} done │ {watcher} │ sort: {:?}", app.sort)),
+        Span::raw(format!("│ {done}/{n} done │ {slots} │ {watcher} │ sort: {:?}", app.sort)),
     ];
     if !app.filter.is_empty() || app.mode == Mode::Filter {
         spans.push(Span::raw(format!(" │ filter: {}", app.filter)));
@@ -301,12 +307,10 @@ fn draw_cost(f: &mut Frame, app: &App, r: Rect) {
     let (serial, parallel, usd, spent) = app.totals();
     let lines = vec![
         Line::from(format!("left: ${usd:.2} · spent ${spent:.2}")),
-        Line::from(format!(
-            "{} serial · {} on {}",
-            fmt_dur(serial * 3600.0),
-            fmt_dur(parallel * 3600.0),
-            app.cost.parallel
-        )),
+        Line::from(match app.cost.parallel {
+            0 | 1 => format!("{} serial (1 slot)", fmt_dur(serial * 3600.0)),
+            n => format!("{} serial · {} on {n} slots", fmt_dur(serial * 3600.0), fmt_dur(parallel * 3600.0)),
+        }),
     ];
     f.render_widget(Paragraph::new(lines).block(block(app, " cost ")), r);
 }
