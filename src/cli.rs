@@ -157,6 +157,34 @@ pub enum Cmd {
         #[command(flatten)]
         at: CampaignOpts,
     },
+    /// One model's four prerequisites (PRESENT / ABSENT / UNKNOWN), its shipped knot, its builds
+    /// in flight, and the build the watcher would submit for it with its substitutions. Exit 0
+    /// when READY, 5 when not, 3 when a check could not be made.
+    Check {
+        id: String,
+        /// machine-readable output
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
+    /// Submit one model's next build now (its feeder with --feeder), under the tick's lock; a dry
+    /// run unless --submit. Refused (exit 6) when every slot is taken or the model has a build
+    /// in flight; exit 5 when there is nothing to submit.
+    Submit {
+        id: String,
+        /// submit the IQ-ladder feeder (re-mint the f16 and imatrix) instead of the next build
+        #[arg(long)]
+        feeder: bool,
+        /// carry it out (without it: say what would be submitted)
+        #[arg(long, visible_alias = "yes")]
+        submit: bool,
+        /// machine-readable output
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// Move a model up or down the queue.
     Move {
         id: String,
@@ -167,10 +195,10 @@ pub enum Cmd {
     },
     /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship SmolLM2-135M.
     Demo {
-        /// small: SmolLM2-135M end to end (about a minute and a half on two cores); full: also
-        /// Qwen2.5-Coder-0.5B, the campaign's first size class (fetched once, ~490 MB; several
-        /// minutes more)
-        #[arg(long, value_parser = ["small", "full"], default_value = "small")]
+        /// full: SmolLM2-135M and Qwen2.5-Coder-0.5B, the campaign's first size class, end to
+        /// end (about two minutes on two cores once both are fetched; Qwen is ~490 MB); small:
+        /// SmolLM2 alone (about a minute and a half)
+        #[arg(long, value_parser = ["full", "small"], default_value = "full")]
         zoo: String,
         #[command(flatten)]
         at: CampaignOpts,
@@ -276,7 +304,12 @@ pub enum Cmd {
 /// the commands read them); a value given before the command stays unless repeated after it.
 fn absorb(mut cli: Cli) -> Cli {
     let (at, json) = match &mut cli.cmd {
-        Some(Cmd::Plan { json, at } | Cmd::Status { json, at }) => (std::mem::take(at), *json),
+        Some(
+            Cmd::Plan { json, at }
+            | Cmd::Status { json, at }
+            | Cmd::Check { json, at, .. }
+            | Cmd::Submit { json, at, .. },
+        ) => (std::mem::take(at), *json),
         Some(
             Cmd::GateParams { at, .. }
             | Cmd::Hold { at, .. }

@@ -8,6 +8,10 @@ pub const FAILURE: u8 = 1;
 pub const CONFIG: u8 = 2;
 pub const BACKEND: u8 = 3;
 pub const GATE_FAILED: u8 = 4;
+/// `check`: the model is not READY; `submit`: there is nothing to submit for it.
+pub const NOT_READY: u8 = 5;
+/// `submit`: refused, it would break the campaign's slots or single flight.
+pub const REFUSED: u8 = 6;
 pub const ALL_DONE: u8 = 11;
 
 /// An error as one line: the message, then each cause in its chain that the text so far does

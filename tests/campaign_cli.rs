@@ -162,17 +162,14 @@ fn wait_for_builds(root: &Path) {
     panic!("builds did not finish");
 }
 
-/// `[watch] encode_slots = 2` on the local default with two READY models: two ticks submit
-/// both encodes, both are in flight at once, and both ship.
-#[test]
-fn two_encode_slots_run_two_encodes_at_once() {
-    let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("root");
+/// A local campaign root under `dir` with `ids` READY (the SmolLM2 fixture's f16, imatrix,
+/// base knot and qspec under each id) at `bpw=2.6`, which holds the argmax gate.
+fn ready_root(dir: &Path, ids: &[&str], extra_queue: &str) -> std::path::PathBuf {
+    let root = dir.join("root");
     let link = |from: &Path, to: std::path::PathBuf| {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::hard_link(from, &to).or_else(|_| std::fs::copy(from, &to).map(|_| ())).unwrap();
     };
-    let ids = ["smol-a", "smol-b"];
     let mut queue = String::new();
     for id in ids {
         link(&common::smollm2_f16(), root.join(format!("gcs/models/{id}/{id}-f16.gguf")));
@@ -181,7 +178,17 @@ fn two_encode_slots_run_two_encodes_at_once() {
         link(&common::qspec(), root.join(format!("qspecs/{id}.qspec.json")));
         queue += &format!("{id} params=0.135 family=llama bpw=2.6 READY-NOW\n");
     }
-    std::fs::write(root.join("queue.txt"), queue).unwrap();
+    std::fs::write(root.join("queue.txt"), queue + extra_queue).unwrap();
+    root
+}
+
+/// `[watch] encode_slots = 2` on the local default with two READY models: two ticks submit
+/// both encodes, both are in flight at once, and both ship.
+#[test]
+fn two_encode_slots_run_two_encodes_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let ids = ["smol-a", "smol-b"];
+    let root = ready_root(d.path(), &ids, "");
     std::fs::write(root.join("config.toml"), "[watch]\nencode_slots = 2\n").unwrap();
     let r = root.to_str().unwrap();
     let tick = || run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick", "--submit"], &root);
@@ -207,6 +214,60 @@ fn two_encode_slots_run_two_encodes_at_once() {
         assert!(root.join(format!("r2/models/{id}-kaiju1.knot")).exists(), "{id} shipped");
     }
     assert_eq!(tick().status.code(), Some(11), "all done");
+}
+
+/// `check` and `submit` exit codes (README "Exit codes"): check 0 READY / 5 NOT READY /
+/// 3 UNKNOWN / 2 not in the queue; submit 0 (dry run or submitted) / 5 nothing to submit /
+/// 6 refused (the model's own build in flight, or every slot taken).
+#[test]
+fn check_and_submit_say_ready_and_refuse_a_second_build() {
+    let d = tempfile::tempdir().unwrap();
+    let root = ready_root(
+        d.path(),
+        &["smol-a", "smol-c"],
+        "unfed params=1 family=llama AUTO-FEED  # no HF source\nheld params=1 family=llama hf=org/held HOLD  # why\n",
+    );
+    let r = root.to_str().unwrap();
+    let cli = |args: &[&str]| {
+        let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs"];
+        v.extend_from_slice(args);
+        run(&v, &root)
+    };
+    let a = cli(&["check", "smol-a"]);
+    assert_eq!(a.status.code(), Some(0), "{a:?}");
+    let s = stdout(&a);
+    assert!(s.starts_with("smol-a (READY-NOW): READY"), "{s}");
+    assert!(s.contains("next build: KAIJU encode") && s.contains("_OUT_KEY=kaiju/smol-a-kaiju1.knot"), "{s}");
+    let j: serde_json::Value = serde_json::from_slice(&cli(&["check", "unfed", "--json"]).stdout).unwrap();
+    assert_eq!(j["verdict"], "NOT READY");
+    assert_eq!(j["prerequisites"][0]["state"], "ABSENT");
+    assert_eq!(cli(&["check", "unfed"]).status.code(), Some(5));
+    assert_eq!(cli(&["check", "nope"]).status.code(), Some(2));
+    // submit: a dry run by default, then for real; a second submission of the same model is
+    // refused while its build runs, and so is another encode with the one slot taken
+    let dry = cli(&["submit", "smol-a"]);
+    assert_eq!(dry.status.code(), Some(0));
+    assert!(stdout(&dry).starts_with("dry run: would submit the KAIJU encode of smol-a"), "{dry:?}");
+    assert!(!root.join("builds").exists(), "a dry run submits nothing");
+    let go = cli(&["submit", "smol-a", "--submit"]);
+    assert_eq!(go.status.code(), Some(0), "{go:?}");
+    assert!(stdout(&go).starts_with("smol-a: submitted KAIJU encode build "), "{go:?}");
+    let again = cli(&["submit", "smol-a", "--yes"]);
+    assert_eq!(again.status.code(), Some(6), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("smol-a has a build in flight"), "{again:?}");
+    let other = cli(&["submit", "smol-c", "--submit"]);
+    assert_eq!(other.status.code(), Some(6), "{other:?}");
+    assert!(String::from_utf8_lossy(&other.stderr).contains("no free slot for a KAIJU encode"), "{other:?}");
+    assert_eq!(cli(&["submit", "unfed"]).status.code(), Some(5));
+    assert_eq!(cli(&["submit", "held"]).status.code(), Some(5));
+    wait_for_builds(&root);
+    // a check that cannot be made is UNKNOWN: exit 3, and submit refuses to act on it
+    std::fs::remove_dir_all(root.join("gcs/models/smol-c")).unwrap();
+    std::fs::write(root.join("gcs/models/smol-c"), b"not a directory").unwrap();
+    let u = cli(&["check", "smol-c"]);
+    assert_eq!(u.status.code(), Some(3), "{u:?}");
+    assert!(stdout(&u).contains("f16      UNKNOWN"), "{u:?}");
+    assert_eq!(cli(&["submit", "smol-c", "--submit"]).status.code(), Some(3));
 }
 
 #[test]

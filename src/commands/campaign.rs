@@ -207,3 +207,60 @@ pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(cfg)?;
     crate::controlplane::tui::run(c, crate::controlplane::tui::Options { readonly: cli.readonly, yes: cli.yes })
 }
+
+pub fn check(cli: &Cli, id: &str) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let k = c.check(id)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&k)?);
+    } else {
+        println!("{} ({}): {}", k.id, k.tag, k.verdict);
+        for p in &k.prerequisites {
+            println!("  {:<8} {:<8} {}", p.name, p.state, p.detail);
+        }
+        println!("  shipped  {}", k.shipped);
+        if !k.in_flight.is_empty() {
+            println!("  in flight: {}", k.in_flight.join(", "));
+        }
+        println!("next build: {}", k.next);
+        for (key, v) in &k.substitutions {
+            println!("  {key}={v}");
+        }
+    }
+    Ok(match k.verdict {
+        "READY" => exit::OK,
+        "UNKNOWN" => exit::BACKEND,
+        _ => exit::NOT_READY,
+    })
+}
+
+pub fn submit(cli: &Cli, id: &str, feeder: bool, act: bool) -> anyhow::Result<u8> {
+    use crate::controlplane::one_model::Refusal;
+    let c = campaign(load_config(cli)?)?;
+    let (code, line) = match c.submit_model(id, feeder, act) {
+        Ok(s) => {
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                match &s.build {
+                    Some(b) => println!("{id}: submitted {} build {b}", s.kind),
+                    None => {
+                        println!("dry run: would submit the {} of {id} (pass --submit to act)", s.kind);
+                        for (key, v) in &s.substitutions {
+                            println!("  {key}={v}");
+                        }
+                    }
+                }
+            }
+            return Ok(exit::OK);
+        }
+        Err(Refusal::Watch(e)) => return Err(e.into()),
+        Err(Refusal::Nothing(why)) => (exit::NOT_READY, why),
+        Err(Refusal::Busy(why)) => (exit::REFUSED, why),
+    };
+    if cli.json {
+        println!("{}", serde_json::json!({"id": id, "submitted": false, "refused": line, "exit": code}));
+    }
+    eprintln!("kaiju-tui: not submitted: {line}");
+    Ok(code)
+}

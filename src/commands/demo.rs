@@ -100,7 +100,7 @@ pub fn demo_config(cli: &Cli, full: bool) -> anyhow::Result<Config> {
         .at
         .root
         .clone()
-        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo-full" } else { "demo" }));
+        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo" } else { "demo-small" }));
     let ov = CliOverrides {
         root: Some(root.clone()),
         queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),

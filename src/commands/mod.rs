@@ -48,6 +48,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Unhold { ref id, ref to, .. }) => campaign::unhold(&cli, id, to.as_deref()),
         Some(Cmd::Requeue { ref id, reencode, .. }) => campaign::requeue(&cli, id, reencode),
         Some(Cmd::Move { ref id, ref dir, .. }) => campaign::move_model(&cli, id, dir),
+        Some(Cmd::Check { ref id, .. }) => campaign::check(&cli, id),
+        Some(Cmd::Submit { ref id, feeder, submit, .. }) => campaign::submit(&cli, id, feeder, submit),
         Some(Cmd::Demo { ref zoo, .. }) => demo::demo(&cli, zoo == "full"),
         Some(Cmd::Convert { ref to, ref input, ref output }) => files::convert(to, input, output),
         Some(Cmd::Tokenize { ref model, ref file }) => files::tokenize(model, file),

@@ -3,9 +3,11 @@
 //! - [`campaign`]: the domain (queue, qspecs, inventory, markers, the pure tick, zoo, cost)
 //! - [`backend`]: object stores and build services, local and cloud
 //! - [`watcher`]: snapshot → tick → the one executor, under the campaign's lock
+//! - [`one_model`]: `check` and `submit` of a single model, on the watcher's executor
 //! - [`tui`]: the control room
 
 pub mod backend;
 pub mod campaign;
+pub mod one_model;
 pub mod tui;
 pub mod watcher;

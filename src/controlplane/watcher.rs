@@ -36,6 +36,9 @@ pub enum WatchError {
     },
     #[error("{0}")]
     Other(String),
+    /// A check that decides the action could not be made (a backend outage): exit 3.
+    #[error("{0}")]
+    Unknown(String),
 }
 
 impl WatchError {
@@ -185,7 +188,7 @@ impl Campaign {
         Ok((Snapshot { queue, inventory, builds, markers, taken_at, builds_error: None }, listed))
     }
 
-    fn lock(&self) -> Result<Option<File>, WatchError> {
+    pub(crate) fn lock(&self) -> Result<Option<File>, WatchError> {
         let p = self.cfg.state_dir.join("tick.lock");
         let io = |source| WatchError::Io { path: p.clone(), source };
         std::fs::create_dir_all(&self.cfg.state_dir).map_err(io)?;

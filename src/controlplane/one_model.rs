@@ -1,0 +1,184 @@
+//! One model, headless: `kaiju-tui check ID` (its prerequisites and what the watcher would
+//! submit for it) and `kaiju-tui submit ID [--feeder]` (that build now, under the tick's lock,
+//! refused where the tick would not start it: every slot taken, a build of its own in flight).
+
+use crate::controlplane::backend::builds::BuildSpec;
+use crate::controlplane::backend::store::Probe;
+use crate::controlplane::campaign::queue::Tag;
+use crate::controlplane::campaign::tick::{self, Action, InFlight};
+use crate::controlplane::watcher::{Campaign, Snapshot, WatchError};
+use crate::dataplane::gate::qspec::GateKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One prerequisite as `check` reports it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Prereq {
+    pub name: &'static str,
+    /// PRESENT, ABSENT or UNKNOWN
+    pub state: &'static str,
+    pub detail: String,
+}
+
+/// What `check ID` finds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub id: String,
+    pub tag: String,
+    pub prerequisites: Vec<Prereq>,
+    /// the shipped KAIJU1 knot: PRESENT, ABSENT or UNKNOWN
+    pub shipped: &'static str,
+    /// builds of this model in flight
+    pub in_flight: Vec<String>,
+    /// READY (all four present), NOT READY or UNKNOWN
+    pub verdict: &'static str,
+    /// the build the watcher would submit next for it, and why not if none
+    pub next: String,
+    /// that build's substitutions (what Cloud Build would receive)
+    pub substitutions: BTreeMap<String, String>,
+}
+
+/// What `submit ID` did or would do.
+#[derive(Debug, Clone, Serialize)]
+pub struct Submission {
+    pub id: String,
+    pub kind: String,
+    pub dry_run: bool,
+    pub build: Option<String>,
+    pub substitutions: BTreeMap<String, String>,
+}
+
+/// Why `submit` did not submit.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// nothing to submit for the model (not ready, held, no HF source …): exit 5
+    #[error("{0}")]
+    Nothing(String),
+    /// it would break the campaign's slots or single flight: exit 6
+    #[error("{0}")]
+    Busy(String),
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+fn probe(name: &'static str, p: &Probe) -> Prereq {
+    let (state, detail) = match p {
+        Probe::Present { size } => ("PRESENT", format!("{size} bytes")),
+        Probe::Absent => ("ABSENT", String::new()),
+        Probe::Unknown(e) => ("UNKNOWN", e.clone()),
+    };
+    Prereq { name, state, detail }
+}
+
+fn in_flight_of(snap: &Snapshot, id: &str) -> Vec<String> {
+    snap.builds
+        .iter()
+        .filter(|b| b.status.is_ongoing() && b.is_ours() && b.model().as_deref() == Some(id))
+        .map(|b| b.id.clone())
+        .collect()
+}
+
+fn not_in_queue(c: &Campaign, id: &str) -> WatchError {
+    WatchError::Other(format!("{id}: not in {}", c.cfg.queue.display()))
+}
+
+impl Campaign {
+    /// The four prerequisites of `id`, its shipped knot, its builds in flight, and the build
+    /// the watcher would submit for it.
+    pub fn check(&self, id: &str) -> Result<Check, WatchError> {
+        let snap = self.view()?;
+        let e = snap.queue.get(id).ok_or_else(|| not_in_queue(self, id))?;
+        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        let gate = match &m.gate {
+            GateKind::Argmax(q) => Prereq {
+                name: "gate",
+                state: "PRESENT",
+                detail: format!("argmax qspec, {} case(s)", q.all_cases().len()),
+            },
+            other => Prereq { name: "gate", state: "ABSENT", detail: other.reason().unwrap_or_default() },
+        };
+        let prerequisites = vec![probe("f16", &m.f16), probe("imatrix", &m.imatrix), probe("base", &m.base), gate];
+        let verdict = if prerequisites.iter().any(|p| p.state == "UNKNOWN") {
+            "UNKNOWN"
+        } else if m.ready() {
+            "READY"
+        } else {
+            "NOT READY"
+        };
+        let (next, substitutions) = match tick::next_build(e, m) {
+            tick::Next::Encode => {
+                let s = self.build_spec(&Action::SubmitEncode { id: id.into() }, &snap)?;
+                ("KAIJU encode".to_string(), s.substitutions)
+            }
+            tick::Next::Feed(hf) => {
+                let s = self.build_spec(&Action::SubmitFeeder { id: id.into(), hf_source: hf.clone() }, &snap)?;
+                (format!("IQ-ladder feeder (from {hf})"), s.substitutions)
+            }
+            tick::Next::Blocked(why) => (format!("nothing: {why}"), BTreeMap::new()),
+        };
+        Ok(Check {
+            id: id.into(),
+            tag: e.tag.to_string(),
+            prerequisites,
+            shipped: probe("output", &m.output).state,
+            in_flight: in_flight_of(&snap, id),
+            verdict,
+            next,
+            substitutions,
+        })
+    }
+
+    /// Submit `id`'s next build (its feeder with `feeder`), or say what would be submitted
+    /// (`act` false): under the tick's lock, refused when the tick itself would not start it.
+    pub fn submit_model(&self, id: &str, feeder: bool, act: bool) -> Result<Submission, Refusal> {
+        let Some(_lock) = self.lock()? else {
+            return Err(Refusal::Busy("a watcher tick holds the campaign's lock; try again in a moment".into()));
+        };
+        let snap = self.snapshot()?;
+        let e = snap.queue.get(id).ok_or_else(|| not_in_queue(self, id))?;
+        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        if matches!(e.tag, Tag::Hold | Tag::OutOfScope) {
+            return Err(Refusal::Nothing(format!("{id} is {}: nothing is submitted for it", e.tag)));
+        }
+        if let Some((n, why)) = m.unknowns().into_iter().next() {
+            return Err(Refusal::Watch(WatchError::Unknown(format!("{id}: the {n} check is UNKNOWN ({why})"))));
+        }
+        let own = in_flight_of(&snap, id);
+        if !own.is_empty() {
+            return Err(Refusal::Busy(format!("{id} has a build in flight ({}): one build per model", own.join(", "))));
+        }
+        let action = if feeder {
+            let hf = e
+                .hf_source
+                .clone()
+                .ok_or_else(|| Refusal::Nothing(format!("{id}: no HF source to feed from (hf= in the queue)")))?;
+            Action::SubmitFeeder { id: id.into(), hf_source: hf }
+        } else {
+            match tick::next_build(e, m) {
+                tick::Next::Encode => Action::SubmitEncode { id: id.into() },
+                tick::Next::Feed(hf) => Action::SubmitFeeder { id: id.into(), hf_source: hf },
+                tick::Next::Blocked(why) => return Err(Refusal::Nothing(format!("{id}: nothing to submit: {why}"))),
+            }
+        };
+        let slots = self.cfg.slots();
+        let flight = InFlight::of(&snap.builds);
+        let (free, what) = match action {
+            Action::SubmitEncode { .. } => (flight.encode_free(&slots), "KAIJU encode"),
+            Action::SubmitFeeder { .. } => (flight.feeder_free(&slots), "IQ-ladder feeder"),
+        };
+        if !free {
+            return Err(Refusal::Busy(format!(
+                "no free slot for a {what}: {} build(s) of ours in flight ({} encode(s), {} feeder(s)) with \
+                 [watch] encode_slots = {} and [cloud] max_concurrent_builds = {}",
+                flight.len(),
+                flight.encodes,
+                flight.feeders,
+                slots.encodes,
+                slots.max_builds
+            )));
+        }
+        let spec: BuildSpec = self.build_spec(&action, &snap)?;
+        let build = if act { Some(self.execute(&action, &snap)?.id) } else { None };
+        Ok(Submission { id: id.into(), kind: what.into(), dry_run: !act, build, substitutions: spec.substitutions })
+    }
+}
