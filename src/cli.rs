@@ -193,7 +193,16 @@ pub enum Cmd {
         #[command(flatten)]
         at: CampaignOpts,
     },
-    /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship SmolLM2-135M.
+    /// Print a ready cron line, or a systemd service + timer pair, that runs the watcher's tick
+    /// hourly with this campaign's root, config, queue and qspecs baked in (exit 11, all done,
+    /// counts as success).
+    Schedule {
+        #[arg(long, value_parser = ["cron", "systemd"])]
+        print: String,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
+    /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship its models.
     Demo {
         /// full: SmolLM2-135M and Qwen2.5-Coder-0.5B, the campaign's first size class, end to
         /// end (about two minutes on two cores once both are fetched; Qwen is ~490 MB); small:
@@ -315,6 +324,7 @@ fn absorb(mut cli: Cli) -> Cli {
             | Cmd::Hold { at, .. }
             | Cmd::Unhold { at, .. }
             | Cmd::Requeue { at, .. }
+            | Cmd::Schedule { at, .. }
             | Cmd::Move { at, .. }
             | Cmd::Demo { at, .. },
         ) => (std::mem::take(at), false),

@@ -493,3 +493,29 @@ fn each_command_help_shows_its_own_options() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("--tick"), "{o:?}");
 }
+
+/// The printed cron line and systemd pair carry the campaign's absolute paths and treat exit 11
+/// (all done) as success: the cron line, run as cron would run it on a finished campaign, exits 0.
+#[test]
+fn schedule_prints_a_cron_line_and_a_systemd_pair_that_accept_all_done() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("my root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("queue.txt"), "gone params=1 family=mamba OUT-OF-SCOPE  # nothing to do\n").unwrap();
+    let r = root.to_str().unwrap();
+    let o = run(&["schedule", "--print", "systemd", "--root", r, "--queue", "queue.txt"], &root);
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    assert!(s.contains("SuccessExitStatus=11") && s.contains("OnCalendar=hourly") && s.contains("[Install]"), "{s}");
+    let exec = s.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(exec.contains(&format!("--root '{r}'")) && exec.contains(&format!("--queue '{r}/queue.txt'")), "{exec}");
+    assert!(exec.ends_with("--tick --submit"), "{exec}");
+    let o = run(&["schedule", "--print", "cron", "--root", r, "--queue", "queue.txt"], &root);
+    let line = stdout(&o).lines().find(|l| !l.starts_with('#')).unwrap().to_string();
+    let cmd = line.splitn(6, ' ').nth(5).unwrap();
+    // cron runs it with sh from the home directory: the baked paths must not depend on the cwd
+    let st = Command::new("sh").arg("-c").arg(cmd).current_dir(d.path()).env_remove("KAIJU_ROOT").status().unwrap();
+    assert_eq!(st.code(), Some(0), "{cmd}");
+    let log = std::fs::read_to_string(root.join("state/tick.log")).unwrap();
+    assert!(log.contains("every non-HOLD model is done"), "{log}");
+}

@@ -264,3 +264,60 @@ pub fn submit(cli: &Cli, id: &str, feeder: bool, act: bool) -> anyhow::Result<u8
     eprintln!("kaiju-tui: not submitted: {line}");
     Ok(code)
 }
+
+/// `schedule --print cron|systemd`: the hourly tick with this campaign's paths baked in.
+pub fn schedule(cli: &Cli, print: &str) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let cwd = std::env::current_dir()?;
+    let abs = |p: &std::path::Path| if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
+    let exe = std::env::current_exe()?;
+    let q = |p: &std::path::Path| shell_quote(&abs(p).to_string_lossy());
+    let mut args = format!("--root {} --queue {} --qspecs {}", q(&cfg.root), q(&cfg.queue), q(&cfg.qspecs));
+    if let Some(c) = &cfg.source {
+        args = format!("--config {} {args}", q(c));
+    }
+    let tick = format!("{} {args} --tick --submit", q(&exe));
+    let log = q(&cfg.state_dir.join("tick.log"));
+    match print {
+        "cron" => {
+            println!("# kaiju-tui: one watcher tick an hour (crontab -e, or: (crontab -l; kaiju-tui schedule --print cron) | crontab -)");
+            println!("# exit 11 (every model done) counts as success; output goes to {log}");
+            let state = q(&cfg.state_dir);
+            println!("17 * * * * mkdir -p {state}; {tick} >> {log} 2>&1; rc=$?; [ $rc -eq 11 ] && rc=0; exit $rc");
+        }
+        _ => {
+            println!("# ~/.config/systemd/user/kaiju-tui-tick.service");
+            println!("[Unit]");
+            println!("Description=kaiju-tui watcher tick (at most one action)");
+            println!();
+            println!("[Service]");
+            println!("Type=oneshot");
+            println!("WorkingDirectory={}", cwd.display());
+            println!("ExecStart={tick}");
+            println!("# 11: every model but HOLD / OUT-OF-SCOPE is done, not a failure");
+            println!("SuccessExitStatus=11");
+            println!();
+            println!("# ~/.config/systemd/user/kaiju-tui-tick.timer");
+            println!("[Unit]");
+            println!("Description=kaiju-tui watcher tick, hourly");
+            println!();
+            println!("[Timer]");
+            println!("OnCalendar=hourly");
+            println!("RandomizedDelaySec=5min");
+            println!("Persistent=true");
+            println!();
+            println!("[Install]");
+            println!("WantedBy=timers.target");
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `s` as one shell word (single-quoted unless it is plainly safe).
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}

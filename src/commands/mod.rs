@@ -49,6 +49,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Requeue { ref id, reencode, .. }) => campaign::requeue(&cli, id, reencode),
         Some(Cmd::Move { ref id, ref dir, .. }) => campaign::move_model(&cli, id, dir),
         Some(Cmd::Check { ref id, .. }) => campaign::check(&cli, id),
+        Some(Cmd::Schedule { ref print, .. }) => campaign::schedule(&cli, print),
         Some(Cmd::Submit { ref id, feeder, submit, .. }) => campaign::submit(&cli, id, feeder, submit),
         Some(Cmd::Demo { ref zoo, .. }) => demo::demo(&cli, zoo == "full"),
         Some(Cmd::Convert { ref to, ref input, ref output }) => files::convert(to, input, output),
