@@ -32,6 +32,13 @@ pub struct Cli {
     /// auto | always | never (NO_COLOR is honoured too).
     #[arg(long)]
     pub color: Option<String>,
+    /// The app log's level on stderr (headless) or in the control room's log pane: off, error,
+    /// warn, info, debug, trace (default: warn headless, info in the control room).
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+    /// The app log's format on stderr: text or json (one object per line).
+    #[arg(long, global = true, value_parser = ["text", "json"], default_value = "text")]
+    pub log_format: String,
     #[command(flatten)]
     pub enc: EncodeArgs,
     #[command(subcommand)]
@@ -185,6 +192,21 @@ pub enum Cmd {
         #[command(flatten)]
         at: CampaignOpts,
     },
+    /// The rollout log: every submission, queue edit, build outcome and gate verdict, oldest
+    /// first (from <root>/state/rollout.jsonl).
+    Log {
+        /// only what happened in this last while: 90m, 12h, 3d, 1w
+        #[arg(long)]
+        since: Option<String>,
+        /// only this model's events
+        #[arg(long)]
+        model: Option<String>,
+        /// one JSON object per line, as stored
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// Move a model up or down the queue.
     Move {
         id: String,
@@ -317,7 +339,8 @@ fn absorb(mut cli: Cli) -> Cli {
             Cmd::Plan { json, at }
             | Cmd::Status { json, at }
             | Cmd::Check { json, at, .. }
-            | Cmd::Submit { json, at, .. },
+            | Cmd::Submit { json, at, .. }
+            | Cmd::Log { json, at, .. },
         ) => (std::mem::take(at), *json),
         Some(
             Cmd::GateParams { at, .. }

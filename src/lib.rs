@@ -11,6 +11,7 @@
 // arrays by position on purpose.
 #![allow(clippy::needless_range_loop)]
 
+pub mod applog;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -18,6 +19,7 @@ pub mod controlplane;
 pub mod dataplane;
 pub mod exit;
 pub mod fsutil;
+pub mod redact;
 
 #[cfg(test)]
 mod structure {

@@ -270,6 +270,66 @@ fn check_and_submit_say_ready_and_refuse_a_second_build() {
     assert_eq!(cli(&["submit", "smol-c", "--submit"]).status.code(), Some(3));
 }
 
+/// The rollout log records the operator's edits, the submissions and the builds' outcomes
+/// with the gate's verdict; `log` reads it back (filtered, or as JSON), and skips a last line
+/// cut short by a crash with a warning. The app log goes to stderr only, as JSON if asked.
+#[test]
+fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
+    let d = tempfile::tempdir().unwrap();
+    let root = ready_root(d.path(), &["smol-a"], "other params=1 family=llama hf=org/other AUTO-FEED\n");
+    // a distributional gate (short, on the licence text), so the verdict carries figures
+    let text = common::repo().join("LICENSE");
+    std::fs::write(root.join("config.toml"), format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text)).unwrap();
+    let r = root.to_str().unwrap();
+    let cli = |args: &[&str]| {
+        let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs"];
+        v.extend_from_slice(args);
+        run(&v, &root)
+    };
+    assert!(cli(&["hold", "other", "--reason", "licence"]).status.success());
+    // a tick with the app log at info, as JSON: stdout is the report alone
+    let t = cli(&["--tick", "--submit", "--json", "--log-level", "info", "--log-format", "json"]);
+    let rep: serde_json::Value = serde_json::from_slice(&t.stdout).expect("stdout is one JSON object");
+    assert_eq!(rep["decision"]["action"]["id"], "smol-a");
+    let app: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&t.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(
+        app.iter().any(|j| j["target"] == "watcher"
+            && j["msg"].as_str().unwrap().starts_with("tick: submit KAIJU encode for smol-a")),
+        "{t:?}"
+    );
+    wait_for_builds(&root);
+    // the next tick sees the build finished: its outcome and the gate's verdict are recorded
+    assert_eq!(cli(&["--tick"]).status.code(), Some(11), "smol-a shipped, other held: all done");
+    let l = cli(&["log", "--model", "smol-a"]);
+    let table = stdout(&l);
+    assert!(table.contains(" submit ") && table.contains("KAIJU encode build b"), "{table}");
+    assert!(table.contains(" build ") && table.contains("SUCCESS after"), "{table}");
+    assert!(table.contains(" gate ") && table.contains("PASS kld"), "{table}");
+    assert!(!table.contains("other"), "--model filters: {table}");
+    let all: Vec<serde_json::Value> =
+        stdout(&cli(&["log", "--json", "--since", "1h"])).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(all[0]["what"], "hold");
+    assert_eq!(all[0]["detail"], "HOLD (licence)");
+    assert!(all[0]["who"].as_str().unwrap().starts_with("cli ("), "{:?}", all[0]);
+    assert!(
+        all.iter().any(|e| e["what"] == "gate" && e["data"]["figures"]["quality"]["kld_mean"].is_number()),
+        "{all:?}"
+    );
+    // kill -9 mid-append: the last line is cut short; log warns and shows the rest
+    let p = root.join("state/rollout.jsonl");
+    let bytes = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &bytes[..bytes.len() - 20]).unwrap();
+    let l = cli(&["log"]);
+    assert!(l.status.success());
+    assert!(String::from_utf8_lossy(&l.stderr).contains("skipped, not a whole event"), "{l:?}");
+    assert_eq!(stdout(&l).lines().count(), all.len(), "header + every whole event (one fewer)");
+    // and the next event appends on a fresh line
+    assert!(cli(&["unhold", "other"]).status.success());
+    let after = stdout(&cli(&["log", "--json"]));
+    assert!(after.lines().last().unwrap().contains("\"what\":\"unhold\""), "{after}");
+}
+
 #[test]
 fn local_campaign_from_not_ready_to_done_via_tick() {
     let d = tempfile::tempdir().unwrap();

@@ -296,9 +296,7 @@ fn secrets_never_reach_error_messages() {
     assert!(echo.requests.lock().unwrap().iter().any(|r| r.header("authorization").unwrap_or("").contains(R2_KEY_ID)));
     let pem = std::fs::read_to_string(d.path().join("sa-key.pem")).unwrap();
     let pem_body = pem.lines().nth(1).unwrap().to_string();
-    messages.push(
-        kaiju::controlplane::backend::cloud::Redactor::default().clean(&format!("Authorization: Bearer {TOKEN}")),
-    );
+    messages.push(kaiju::redact::Redactor::default().clean(&format!("Authorization: Bearer {TOKEN}")));
     for m in &messages {
         for secret in [R2_KEY_ID, R2_SECRET, TOKEN, pem_body.as_str()] {
             assert!(!m.contains(secret), "secret leaked into: {m}");

@@ -7,12 +7,16 @@ use crate::controlplane::campaign::cost;
 use crate::controlplane::campaign::gate_params::{self, Buckets, Format};
 use crate::controlplane::campaign::queue::{Queue, Tag};
 use crate::controlplane::campaign::zoo;
+use crate::controlplane::rollout::{self, Event, Rollout};
 use crate::dataplane::gate::qspec::GateKind;
 use crate::exit;
 use anyhow::Context;
 
 pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
-    let r = campaign(load_config(cli)?).and_then(|c| Ok(c.tick(c.cfg.submit)?));
+    let r = campaign(load_config(cli)?).and_then(|mut c| {
+        c.actor = rollout::actor("tick");
+        Ok(c.tick(c.cfg.submit)?)
+    });
     let r = match r {
         Ok(r) => r,
         // a cron caller reading JSON always gets an object: the outcome, the cause, the exit code
@@ -41,7 +45,7 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
     let p = match c.view() {
         Ok(s) => zoo::plan(&s.rows(&c), &c.cfg.cost),
         Err(e) => {
-            eprintln!("kaiju-tui: warning: {e}: the plan assumes nothing is minted or shipped yet");
+            log::warn!(target: "config", "{e}: the plan assumes nothing is minted or shipped yet");
             let q = Queue::load(&c.cfg.queue)?;
             cost::plan(&q.entries, &c.cfg.cost, |e| (false, cost::needs_ladder(e, false)))
         }
@@ -129,21 +133,35 @@ pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// A queue edit from the command line, recorded in the rollout log once saved.
 fn edit_queue(
     cli: &Cli,
-    f: impl FnOnce(&mut Queue) -> Result<(), crate::controlplane::campaign::queue::QueueError>,
+    what: &str,
+    id: &str,
+    f: impl FnOnce(&mut Queue) -> Result<String, crate::controlplane::campaign::queue::QueueError>,
 ) -> anyhow::Result<u8> {
     let cfg = load_config(cli)?;
     let mut q = Queue::load(&cfg.queue)?;
-    f(&mut q)?;
+    let detail = f(&mut q)?;
     q.save()?;
+    println!("{id}: {detail}");
+    record(&cfg, Event::new(&rollout::actor("cli"), what, Some(id), detail));
     Ok(exit::OK)
 }
 
+/// Append to the rollout log of `cfg`'s campaign; a failure is a warning, not an error (the
+/// edit it records is done).
+fn record(cfg: &crate::config::Config, e: Event) {
+    let r = Rollout::new(&cfg.state_dir);
+    if let Err(err) = r.append(&e) {
+        log::warn!(target: "rollout", "{}: cannot record {} of {}: {err}", r.path().display(), e.what, e.model.unwrap_or_default());
+    }
+}
+
 pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
-    edit_queue(cli, |q| q.hold(id, reason))?;
-    println!("{id}: HOLD");
-    Ok(exit::OK)
+    edit_queue(cli, "hold", id, |q| {
+        q.hold(id, reason).map(|_| format!("HOLD{}", reason.map(|r| format!(" ({r})")).unwrap_or_default()))
+    })
 }
 
 pub fn unhold(cli: &Cli, id: &str, to: Option<&str>) -> anyhow::Result<u8> {
@@ -153,10 +171,7 @@ pub fn unhold(cli: &Cli, id: &str, to: Option<&str>) -> anyhow::Result<u8> {
         })?),
         None => None,
     };
-    let mut got = Tag::Hold;
-    edit_queue(cli, |q| q.unhold(id, tag).map(|t| got = t))?;
-    println!("{id}: {got}");
-    Ok(exit::OK)
+    edit_queue(cli, "unhold", id, |q| q.unhold(id, tag).map(|t| t.to_string()))
 }
 
 pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
@@ -174,9 +189,11 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
             c.r2.describe(),
             crate::controlplane::backend::store::keys::kaiju_prev(&knot)
         );
+        c.record(Event::new(&c.actor, "reencode", Some(id), "re-encode requested"));
         return Ok(exit::OK);
     }
     c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
+    c.record(Event::new(&c.actor, "requeue", Some(id), "markers cleared"));
     // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
     match c.r2.head(&knot) {
         crate::controlplane::backend::store::Probe::Present { .. } => println!(
@@ -195,17 +212,23 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
 }
 
 pub fn move_model(cli: &Cli, id: &str, dir: &str) -> anyhow::Result<u8> {
-    edit_queue(cli, |q| q.move_by(id, if dir == "up" { -1 } else { 1 }))?;
-    println!("{id}: moved {dir}");
-    Ok(exit::OK)
+    edit_queue(cli, "move", id, |q| q.move_by(id, if dir == "up" { -1 } else { 1 }).map(|_| format!("moved {dir}")))
 }
 
 pub fn tui(cli: &Cli) -> anyhow::Result<u8> {
     let cfg = load_config(cli)?;
     // an invalid queue is said plainly before the screen is taken (exit 2), as the CLI says it
     Queue::load(&cfg.queue)?;
-    let c = campaign(cfg)?;
-    crate::controlplane::tui::run(c, crate::controlplane::tui::Options { readonly: cli.readonly, yes: cli.yes })
+    let mut c = campaign(cfg)?;
+    c.actor = rollout::actor("control room");
+    let log_level = match cli.log_level.as_deref() {
+        Some(l) => crate::applog::parse_level(l).map_err(ConfigError::Invalid)?,
+        None => log::LevelFilter::Info,
+    };
+    crate::controlplane::tui::run(
+        c,
+        crate::controlplane::tui::Options { readonly: cli.readonly, yes: cli.yes, log_level },
+    )
 }
 
 pub fn check(cli: &Cli, id: &str) -> anyhow::Result<u8> {
@@ -320,4 +343,31 @@ fn shell_quote(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// `log`: the rollout log as a table (or JSON lines), oldest first.
+pub fn log(cli: &Cli, since: Option<&str>, model: Option<&str>) -> anyhow::Result<u8> {
+    let cfg = load_config(cli)?;
+    let r = Rollout::new(&cfg.state_dir);
+    let (events, warnings) = r.read().with_context(|| format!("reading {}", r.path().display()))?;
+    for w in &warnings {
+        log::warn!(target: "rollout", "{w}");
+    }
+    let after = match since {
+        Some(d) => {
+            crate::controlplane::backend::builds::now()
+                - rollout::parse_duration(d).map_err(|e| ConfigError::Invalid(format!("--since {e}")))?
+        }
+        None => f64::MIN,
+    };
+    let shown: Vec<&Event> =
+        events.iter().filter(|e| e.at >= after && model.is_none_or(|m| e.model.as_deref() == Some(m))).collect();
+    if cli.json {
+        for e in shown {
+            println!("{}", serde_json::to_string(e)?);
+        }
+    } else {
+        print!("{}", rollout::table(&shown.into_iter().cloned().collect::<Vec<_>>()));
+    }
+    Ok(exit::OK)
 }

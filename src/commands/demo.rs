@@ -118,7 +118,8 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
     let cfg = demo_config(cli, full)?;
     println!("demo root: {}", cfg.root.display());
     seed(&cfg, full)?;
-    let c = campaign(cfg)?;
+    let mut c = campaign(cfg)?;
+    c.actor = crate::controlplane::rollout::actor("demo");
     for round in 1..=16 {
         let r = c.tick(true)?;
         for n in &r.decision.notes {

@@ -35,7 +35,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         quiet: a.quiet,
     };
     for w in crate::dataplane::encode::input_warnings(&job.f16, &job.base) {
-        eprintln!("kaiju-tui: warning: {w}");
+        log::warn!(target: "encode", "{w}");
     }
     let t = crate::dataplane::encode::run(&job)?;
     let tt = &t.totals;

@@ -17,7 +17,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
-    match run(crate::cli::parse()) {
+    let cli = crate::cli::parse();
+    let level = match cli.log_level.as_deref().map(crate::applog::parse_level).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("kaiju-tui: error: {e}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    let format = if cli.log_format == "json" { crate::applog::Format::Json } else { crate::applog::Format::Text };
+    // headless: warnings and errors on stderr unless asked; the control room switches to its pane
+    crate::applog::init(level.unwrap_or(log::LevelFilter::Warn), format);
+    match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("kaiju-tui: error: {}", exit::error_line(&e));
@@ -49,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Requeue { ref id, reencode, .. }) => campaign::requeue(&cli, id, reencode),
         Some(Cmd::Move { ref id, ref dir, .. }) => campaign::move_model(&cli, id, dir),
         Some(Cmd::Check { ref id, .. }) => campaign::check(&cli, id),
+        Some(Cmd::Log { ref since, ref model, .. }) => campaign::log(&cli, since.as_deref(), model.as_deref()),
         Some(Cmd::Schedule { ref print, .. }) => campaign::schedule(&cli, print),
         Some(Cmd::Submit { ref id, feeder, submit, .. }) => campaign::submit(&cli, id, feeder, submit),
         Some(Cmd::Demo { ref zoo, .. }) => demo::demo(&cli, zoo == "full"),

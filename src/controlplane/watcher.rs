@@ -15,6 +15,7 @@ use crate::controlplane::campaign::inventory::{self, Inventory};
 use crate::controlplane::campaign::markers::{MarkerSet, Markers};
 use crate::controlplane::campaign::queue::{Queue, QueueError};
 use crate::controlplane::campaign::tick::{self, Action, Decision, Outcome};
+use crate::controlplane::rollout::{self, Event, Rollout};
 use crate::dataplane::gate::qspec::GateKind;
 use serde::Serialize;
 use std::fs::File;
@@ -54,6 +55,10 @@ pub struct Campaign {
     pub r2: Box<dyn ObjectStore>,
     pub builds: Box<dyn BuildService>,
     pub markers: Markers,
+    /// the append-only record of what happened (`state/rollout.jsonl`)
+    pub rollout: Rollout,
+    /// who acts through this campaign, as the rollout log names it (`tick (user)`, …)
+    pub actor: String,
 }
 
 /// Everything the decision needs, read at one moment.
@@ -136,6 +141,8 @@ impl Campaign {
             r2: Box::new(LocalStore::new(&cfg.r2_dir)),
             builds: Box::new(LocalBuilds { dir: cfg.builds_dir.clone(), stores, runner }),
             markers: Markers::new(cfg.state_dir.join("markers")),
+            rollout: Rollout::new(&cfg.state_dir),
+            actor: rollout::actor("cli"),
             cfg,
         }
     }
@@ -148,6 +155,8 @@ impl Campaign {
             r2: b.r2,
             builds: b.builds,
             markers: Markers::new(cfg.state_dir.join("markers")),
+            rollout: Rollout::new(&cfg.state_dir),
+            actor: rollout::actor("cli"),
             cfg,
         })
     }
@@ -207,13 +216,19 @@ impl Campaign {
             return Ok(TickReport { decision, dry_run: !submit, submitted: None, locked_out: true });
         };
         let snap = self.snapshot()?;
+        self.record_outcomes(&snap);
         let decision =
             tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers, &self.cfg.slots());
         let submitted = match (&decision.action, submit) {
             (Some(a), true) => Some(self.execute(a, &snap)?.id),
             _ => None,
         };
-        Ok(TickReport { decision, dry_run: !submit, submitted, locked_out: false })
+        let report = TickReport { decision, dry_run: !submit, submitted, locked_out: false };
+        for n in &report.decision.notes {
+            log::info!(target: "watcher", "{n}");
+        }
+        log::info!(target: "watcher", "tick: {}", report.line());
+        Ok(report)
     }
 
     fn buckets(&self) -> Buckets<'_> {
@@ -276,6 +291,11 @@ impl Campaign {
                     // a re-encode asked for is now submitted: one request, one encode
                     let _ = self.markers.remove(&id, "reencode");
                 }
+                let what = if spec.kind == BuildKind::Encode { "KAIJU encode" } else { "IQ-ladder feeder" };
+                self.record(
+                    Event::new(&self.actor, "submit", Some(&id), format!("{what} build {}", b.id))
+                        .with(serde_json::json!({"build": b.id, "kind": kind})),
+                );
                 Ok(b)
             }
             Err(e) => {
@@ -287,6 +307,77 @@ impl Campaign {
 }
 
 impl Campaign {
+    /// Append to the rollout log; a failure to do so is said on the app log, never fatal to
+    /// the action it records (which has happened).
+    pub fn record(&self, e: Event) {
+        if let Err(err) = self.rollout.append(&e) {
+            log::error!(target: "rollout", "{}: cannot append ({err}): {} {} {}", self.rollout.path().display(), e.what, e.model.unwrap_or_default(), e.detail);
+        }
+    }
+
+    /// Each finished build of ours the rollout log has not recorded yet, with the gate verdict
+    /// and figures of a shipped encode.
+    fn record_outcomes(&self, snap: &Snapshot) {
+        let events = match self.rollout.read() {
+            Ok((events, _)) => events,
+            Err(e) => {
+                log::warn!(target: "rollout", "{}: {e}", self.rollout.path().display());
+                return;
+            }
+        };
+        let seen: std::collections::HashSet<&str> = events
+            .iter()
+            .filter(|e| e.what == "build")
+            .filter_map(|e| e.data.get("build").and_then(|b| b.as_str()))
+            .collect();
+        let mut fresh: Vec<&BuildInfo> = snap
+            .builds
+            .iter()
+            .filter(|b| b.is_ours() && !b.status.is_ongoing() && !seen.contains(b.id.as_str()))
+            .collect();
+        fresh.sort_by(|a, b| a.finish_time.unwrap_or(0.0).total_cmp(&b.finish_time.unwrap_or(0.0)));
+        for b in fresh {
+            let model = b.model();
+            let kind = match b.kind {
+                Some(BuildKind::Encode) => "KAIJU encode",
+                Some(BuildKind::Feeder) => "IQ-ladder feeder",
+                None => "build",
+            };
+            let took = match (b.start_time, b.finish_time) {
+                (Some(s), Some(f)) => format!(" after {:.0}s", f - s),
+                _ => String::new(),
+            };
+            let why = b.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+            self.record(
+                Event::new(
+                    &self.actor,
+                    "build",
+                    model.as_deref(),
+                    format!("{kind} build {} {}{took}{why}", b.id, b.status.as_str()),
+                )
+                .with(serde_json::json!({"build": b.id, "status": b.status.as_str(), "kind": kind})),
+            );
+            if b.kind == Some(BuildKind::Encode)
+                && b.status == crate::controlplane::backend::builds::BuildStatus::Success
+            {
+                if let Some(m) = &model {
+                    let key = crate::controlplane::backend::store::keys::kaiju_gate_log(m);
+                    if let Some(g) = self
+                        .r2
+                        .get_range(&key, 0, 16 << 10)
+                        .ok()
+                        .and_then(|t| crate::controlplane::campaign::zoo::gate_report(&String::from_utf8_lossy(&t)))
+                    {
+                        self.record(
+                            Event::new(&self.actor, "gate", Some(m), g.summary)
+                                .with(serde_json::json!({"build": b.id, "figures": g.figures})),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The control room's "submit now": the selected model's next build, under the same
     /// single-flight lock as the tick (the operator already confirmed any override).
     pub fn submit_now(&self, id: &str) -> Result<BuildInfo, WatchError> {

@@ -96,6 +96,9 @@ fn probe_all(entries: &[Entry], gcs: &dyn ObjectStore, r2: &dyn ObjectStore, qsp
                 gate: classify_file(&qspec_path(qspecs, id)),
                 output: r2.head(&keys::kaiju_knot(id)),
             };
+            for (check, why) in inv.unknowns() {
+                log::info!(target: "probe", "{id}: {check} UNKNOWN: {why}");
+            }
             (id.clone(), inv)
         })
         .collect()

@@ -127,6 +127,19 @@ pub enum Msg {
     /// The zoo could not be read (an invalid queue.txt, a backend down): said in the zoo's
     /// place until a snapshot succeeds.
     SnapshotFailed(String),
+    /// The rollout log's newest events (the history view).
+    History(Vec<crate::controlplane::rollout::Event>),
+}
+
+/// What the log pane shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    /// the followed build's log
+    Build,
+    /// the program's own diagnostics (tui-logger)
+    AppLog,
+    /// the rollout log: who did what, when
+    History,
 }
 
 pub struct LogPane {
@@ -167,9 +180,12 @@ pub struct App {
     /// When `status` was set (it leaves the footer after a while)
     pub status_at: f64,
     pub last_tick: Option<String>,
-    /// the program's own diagnostics (watcher notes, errors), bounded
-    pub diag: VecDeque<String>,
-    pub show_diag: bool,
+    /// what the log pane shows
+    pub pane: Pane,
+    /// the rollout log's newest events
+    pub history: Vec<crate::controlplane::rollout::Event>,
+    /// the app log widget's state: per-target levels, the selected target, scrollback
+    pub app_log: tui_logger::TuiWidgetState,
     pub dirty: bool,
     pub quit: bool,
     pub loaded: bool,
@@ -214,8 +230,9 @@ impl App {
             status: String::new(),
             status_at: 0.0,
             last_tick: None,
-            diag: VecDeque::new(),
-            show_diag: false,
+            pane: Pane::Build,
+            history: Vec::new(),
+            app_log: tui_logger::TuiWidgetState::new().set_default_display_level(log::LevelFilter::Info),
             dirty: true,
             quit: false,
             loaded: false,
@@ -260,18 +277,15 @@ impl App {
         self.builds.iter().find(|b| b.model().as_deref() == Some(id.as_str())).map(|b| b.id.clone())
     }
 
-    /// Append to the bounded diagnostics ring.
-    fn push_diag(&mut self, s: String) {
-        self.diag.push_back(s);
-        while self.diag.len() > 200 {
-            self.diag.pop_front();
-        }
-    }
-
+    /// A note for the operator: the footer's status line, and the app log.
     fn note(&mut self, s: String) {
-        self.status = s.clone();
+        if s.starts_with("error") {
+            log::error!(target: "control_room", "{s}");
+        } else {
+            log::info!(target: "control_room", "{s}");
+        }
+        self.status = s;
         self.status_at = self.now;
-        self.push_diag(s);
     }
 
     fn clamp(&mut self) {
@@ -451,7 +465,32 @@ impl App {
                 vec![]
             }
             Act::Diagnostics => {
-                self.show_diag = !self.show_diag;
+                self.pane = if self.pane == Pane::AppLog { Pane::Build } else { Pane::AppLog };
+                vec![]
+            }
+            Act::History => {
+                self.pane = if self.pane == Pane::History { Pane::Build } else { Pane::History };
+                vec![]
+            }
+            Act::AppLogTargetUp
+            | Act::AppLogTargetDown
+            | Act::AppLogMore
+            | Act::AppLogLess
+            | Act::AppLogBack
+            | Act::AppLogForward => {
+                if self.pane != Pane::AppLog {
+                    self.note(format!("{}: shows the app log first", self.km.keys_of(Act::Diagnostics)));
+                    return vec![];
+                }
+                use tui_logger::TuiWidgetEvent as E;
+                self.app_log.transition(match act {
+                    Act::AppLogTargetUp => E::UpKey,
+                    Act::AppLogTargetDown => E::DownKey,
+                    Act::AppLogMore => E::PlusKey,
+                    Act::AppLogLess => E::MinusKey,
+                    Act::AppLogBack => E::PrevPageKey,
+                    _ => E::NextPageKey,
+                });
                 vec![]
             }
             Act::Submit | Act::Hold | Act::Requeue | Act::Reencode | Act::MoveUp | Act::MoveDown | Act::Cancel => {
@@ -544,16 +583,15 @@ impl App {
                     a.loaded = true;
                 });
             }
-            Msg::Tick { line, notes, at } => {
-                for n in notes {
-                    self.push_diag(n);
-                }
+            Msg::Tick { line, notes: _, at } => {
+                // the notes went to the app log from the watcher itself
                 self.last_tick = Some(line.clone());
                 self.note(format!("tick: {line}"));
                 self.next_tick_at = at + self.interval_s as f64;
             }
             Msg::OpDone(Ok(s)) => self.note(s),
             Msg::OpDone(Err(e)) | Msg::Error(e) => self.note(format!("error: {e}")),
+            Msg::History(events) => self.history = events,
             Msg::SnapshotFailed(e) => {
                 self.note(format!("error: {e}"));
                 self.zoo_error = Some(e);

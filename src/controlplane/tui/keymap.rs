@@ -32,6 +32,13 @@ pub enum Act {
     Wrap,
     Timestamps,
     Diagnostics,
+    History,
+    AppLogTargetUp,
+    AppLogTargetDown,
+    AppLogMore,
+    AppLogLess,
+    AppLogBack,
+    AppLogForward,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +197,56 @@ impl Default for Keymap {
                     Diagnostics,
                     "diagnostics",
                     &[Key::ch('l')],
-                    "log pane: build log / the program's diagnostics",
+                    "log pane: build log / the app log (the program's own diagnostics)",
+                    false,
+                    false,
+                ),
+                b(
+                    History,
+                    "history",
+                    &[Key::ch('H')],
+                    "log pane: history, the rollout log (who did what, when)",
+                    false,
+                    false,
+                ),
+                b(
+                    AppLogTargetUp,
+                    "app_log_target_up",
+                    &[Key::ch('[')],
+                    "app log: select the previous target",
+                    false,
+                    false,
+                ),
+                b(
+                    AppLogTargetDown,
+                    "app_log_target_down",
+                    &[Key::ch(']')],
+                    "app log: select the next target",
+                    false,
+                    false,
+                ),
+                b(
+                    AppLogMore,
+                    "app_log_more",
+                    &[Key::ch('+')],
+                    "app log: show more levels of the selected target",
+                    false,
+                    false,
+                ),
+                b(
+                    AppLogLess,
+                    "app_log_less",
+                    &[Key::ch('-')],
+                    "app log: show fewer levels of the selected target",
+                    false,
+                    false,
+                ),
+                b(AppLogBack, "app_log_back", &[Key::ch('{')], "app log: scroll back a page", false, false),
+                b(
+                    AppLogForward,
+                    "app_log_forward",
+                    &[Key::ch('}')],
+                    "app log: scroll forward (to the end: follow)",
                     false,
                     false,
                 ),
@@ -243,6 +299,15 @@ impl Keymap {
                 (b.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" "), d)
             })
             .collect()
+    }
+
+    /// The keys of an action as the help shows them (`l`, `ctrl-c q`).
+    pub fn keys_of(&self, act: Act) -> String {
+        self.bindings
+            .iter()
+            .find(|b| b.act == act)
+            .map(|b| b.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
     }
 
     pub fn footer(&self, readonly: bool) -> Vec<(String, &'static str)> {

@@ -29,6 +29,8 @@ use std::time::Duration;
 pub struct Options {
     pub readonly: bool,
     pub yes: bool,
+    /// the app log pane's level (`--log-level`, default info)
+    pub log_level: log::LevelFilter,
 }
 
 /// Theme by name, forced to monochrome by NO_COLOR / --color=never (or no terminal).
@@ -63,7 +65,42 @@ fn snapshot_msg(c: &Campaign) -> Msg {
     }
 }
 
+/// The rollout log's newest events for the history view.
+fn history_msg(c: &Campaign) -> Option<Msg> {
+    match c.rollout.read() {
+        Ok((mut events, warnings)) => {
+            for w in warnings {
+                log::warn!(target: "rollout", "{w}");
+            }
+            let keep = events.split_off(events.len().saturating_sub(500));
+            Some(Msg::History(keep))
+        }
+        Err(e) => {
+            log::warn!(target: "rollout", "{}: {e}", c.rollout.path().display());
+            None
+        }
+    }
+}
+
 fn run_op(c: &Campaign, op: &Op) -> Result<String, String> {
+    let r = run_op_unrecorded(c, op);
+    // the operator's edits go to the rollout log (a submission is recorded by the executor)
+    let what = match op {
+        Op::Submit { .. } => None,
+        Op::Hold { id } => Some(("hold", id)),
+        Op::Unhold { id } => Some(("unhold", id)),
+        Op::Move { id, .. } => Some(("move", id)),
+        Op::Requeue { id } => Some(("requeue", id)),
+        Op::Reencode { id } => Some(("reencode", id)),
+        Op::Cancel { id, .. } => Some(("cancel", id)),
+    };
+    if let (Ok(msg), Some((what, id))) = (&r, what) {
+        c.record(crate::controlplane::rollout::Event::new(&c.actor, what, Some(id), msg.clone()));
+    }
+    r
+}
+
+fn run_op_unrecorded(c: &Campaign, op: &Op) -> Result<String, String> {
     let edit =
         |f: &dyn Fn(&mut Queue) -> Result<(), crate::controlplane::campaign::queue::QueueError>| -> Result<(), String> {
             let mut q = Queue::load(&c.cfg.queue).map_err(|e| e.to_string())?;
@@ -114,9 +151,14 @@ fn spawn_workers(
         rt.spawn(async move {
             loop {
                 let c2 = c.clone();
-                if let Ok(m) = tokio::task::spawn_blocking(move || snapshot_msg(&c2)).await {
+                if let Ok((m, h)) = tokio::task::spawn_blocking(move || (snapshot_msg(&c2), history_msg(&c2))).await {
                     if tx.send(m).is_err() {
                         return;
+                    }
+                    if let Some(h) = h {
+                        if tx.send(h).is_err() {
+                            return;
+                        }
                     }
                 }
                 tokio::select! {
@@ -268,6 +310,8 @@ pub fn run(c: Campaign, o: Options) -> anyhow::Result<u8> {
         follow: Mutex::new(None),
     });
     app.next_tick_at = now() + interval as f64;
+    // from here on the app log goes to the log pane (`l`), never to the terminal it draws on
+    crate::applog::to_tui(o.log_level);
     spawn_workers(&rt, c.clone(), sh.clone(), tx.clone(), submit, interval);
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -1,6 +1,6 @@
 //! Key paths through injected key events, and TestBackend screen snapshots.
 
-use super::app::{App, Effect, Mode, Msg, Op, SortKey};
+use super::app::{App, Effect, Mode, Msg, Op, Pane, SortKey};
 use super::keymap::Keymap;
 use super::theme::Theme;
 use super::ui;
@@ -225,12 +225,16 @@ fn watcher_and_log_keys() {
     assert!(a.log.wrap);
     a.on_key(key('T'));
     assert!(a.log.timestamps);
-    a.on_msg(Msg::Tick { line: "nothing to do".into(), notes: vec!["HOLD gemma-2-2b: skipped".into()], at: NOW });
     a.on_key(key('l'));
-    assert!(a.show_diag);
-    assert!(render(&a, 80, 24).contains("HOLD gemma-2-2b: skipped"));
-    a.on_key(key('l'));
-    assert!(!a.show_diag);
+    assert_eq!(a.pane, Pane::AppLog);
+    assert!(render(&a, 80, 24).contains("app log (l: back to the build log"));
+    a.on_key(key('H'));
+    assert_eq!(a.pane, Pane::History);
+    a.on_key(key('H'));
+    assert_eq!(a.pane, Pane::Build);
+    // the app log's own keys need its pane
+    a.on_key(key('+'));
+    assert!(a.status.contains("l: shows the app log first"), "{}", a.status);
     // selecting another model follows its build
     assert_eq!(a.on_key(key('j')), vec![Effect::Follow(Some("b1-qwen2.5-0.5b".into()))]);
     assert_eq!(a.on_key(key('q')), vec![Effect::Quit]);
@@ -367,9 +371,9 @@ fn a_help_taller_than_the_screen_scrolls_to_its_last_line_and_back() {
     // a tall screen shows it whole, without the scroll hint
     let mut t = app();
     t.on_key(key('?'));
-    let all = render(&t, 160, 48);
+    let all = render(&t, 160, 60);
     assert!(all.contains("select previous model") && all.contains("! qspec invalid"), "{all}");
-    assert!(!all.contains("scroll"), "{all}");
+    assert!(!all.contains("↑↓ scroll"), "{all}");
     // tiny terminals render without panicking, scrolled to the end or not
     for (w, hgt) in [(12u16, 4u16), (30, 6), (1, 1)] {
         let mut t = app();
@@ -626,4 +630,44 @@ fn reencode_asks_first_and_only_for_a_shipped_model() {
     assert!(a.on_key(key('R')).is_empty());
     assert_eq!(a.mode, Mode::Normal);
     assert!(a.status.contains("no shipped knot") && a.status.contains("requeue"), "{}", a.status);
+}
+
+/// The history view: the rollout log's events, newest at the bottom, with who did them.
+#[test]
+fn the_history_view_shows_the_rollout_log() {
+    use crate::controlplane::rollout::Event;
+    let mut a = app();
+    let ev = |at: f64, who: &str, what: &str, model: &str, detail: &str| Event {
+        at,
+        who: who.into(),
+        what: what.into(),
+        model: Some(model.into()),
+        detail: detail.into(),
+        data: serde_json::Value::Null,
+    };
+    a.on_msg(Msg::History(vec![
+        ev(NOW - 7200.0, "tick (op)", "submit", "smollm2-135m", "KAIJU encode build b1"),
+        ev(NOW - 6000.0, "tick (op)", "build", "smollm2-135m", "KAIJU encode build b1 SUCCESS after 80s"),
+        ev(NOW - 6000.0, "tick (op)", "gate", "smollm2-135m", "PASS kld 0.669 top1 55% ppl×1.77"),
+        ev(NOW - 60.0, "control room (op)", "hold", "gemma-2-2b", "gemma-2-2b: HOLD"),
+    ]));
+    a.on_key(key('H'));
+    snapshot("history_80x24.txt", &render(&a, 80, 24));
+}
+
+/// The app log pane: tui-logger's widget over the program's diagnostics, per target.
+#[test]
+fn the_app_log_pane_shows_the_programs_diagnostics() {
+    let drain = tui_logger::Drain::new();
+    for (level, target, msg) in [
+        (log::Level::Info, "watcher", "tick: submit KAIJU encode for smollm2-135m: build b1"),
+        (log::Level::Warn, "backend::cloud", "gcs: stat models/x: attempt 1 of 5 failed (HTTP 503); retrying in 0.8s"),
+        (log::Level::Info, "probe", "qwen2.5-0.5b: f16 UNKNOWN: gs://kaiju-truth: cannot reach"),
+        (log::Level::Error, "control_room", "error: tick: the build service cannot be listed"),
+    ] {
+        drain.log(&log::Record::builder().args(format_args!("{msg}")).level(level).target(target).build());
+    }
+    let mut a = app();
+    a.on_key(key('l'));
+    snapshot("app_log_100x40.txt", &render(&a, 100, 40));
 }

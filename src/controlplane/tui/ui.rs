@@ -1,7 +1,8 @@
 //! Drawing: one function from `&App` to a frame. Readable without colour: states carry
 //! words and glyphs, the selection is reversed in the monochrome theme.
 
-use super::app::{App, Mode, SortKey};
+use super::app::{App, Mode, Pane, SortKey};
+use super::keymap::Act;
 use crate::controlplane::backend::store::Probe;
 use crate::controlplane::campaign::state::ModelState;
 use crate::controlplane::campaign::zoo::GateMark;
@@ -315,13 +316,55 @@ fn draw_cost(f: &mut Frame, app: &App, r: Rect) {
     f.render_widget(Paragraph::new(lines).block(block(app, " cost ")), r);
 }
 
+/// The app log: tui-logger's widget (targets with their levels on the left, the records on
+/// the right; `[` `]` select a target, `+` `-` its levels, `{` `}` scroll back and forth).
+fn draw_app_log(f: &mut Frame, app: &App, r: Rect) {
+    tui_logger::move_events();
+    let title = format!(
+        " app log ({}: back to the build log · [ ] target · + - levels · {{ }} scroll) ",
+        app.km.keys_of(Act::Diagnostics)
+    );
+    let w = tui_logger::TuiLoggerSmartWidget::default()
+        .title_target(" targets ")
+        .title_log(title)
+        .border_style(app.theme.role(app.theme.border))
+        .style_error(app.theme.role(app.theme.bad))
+        .style_warn(app.theme.role(app.theme.warn))
+        .output_timestamp(app.log.timestamps.then(|| "%H:%M:%S".to_string()))
+        .output_level(Some(tui_logger::TuiLoggerLevelOutput::Abbreviated))
+        .output_target(true)
+        .output_file(false)
+        .output_line(false)
+        .state(&app.app_log);
+    f.render_widget(w, r);
+}
+
+/// The rollout log, newest at the bottom.
+fn draw_history(f: &mut Frame, app: &App, r: Rect) {
+    let inner_h = r.height.saturating_sub(2) as usize;
+    let start = app.history.len().saturating_sub(inner_h);
+    let lines: Vec<Line> = app.history[start..]
+        .iter()
+        .map(|e| {
+            Line::from(vec![
+                Span::styled(crate::controlplane::rollout::utc(e.at), app.theme.role(app.theme.dim)),
+                Span::raw(format!(" {:<8} ", e.what)),
+                Span::styled(format!("{:<20} ", e.model.as_deref().unwrap_or("-")), app.theme.role(app.theme.accent)),
+                Span::raw(format!("{} · {}", e.detail, e.who)),
+            ])
+        })
+        .collect();
+    let title = format!(" history: state/rollout.jsonl ({} back) ", app.km.keys_of(Act::History));
+    let body = if lines.is_empty() { vec![Line::from("nothing recorded yet")] } else { lines };
+    f.render_widget(Paragraph::new(body).block(block(app, &title)), r);
+}
+
 fn draw_log(f: &mut Frame, app: &App, r: Rect) {
     let inner_h = r.height.saturating_sub(2) as usize;
-    if app.show_diag {
-        let start = app.diag.len().saturating_sub(inner_h);
-        let lines: Vec<Line> = app.diag.iter().skip(start).map(|l| Line::from(l.as_str())).collect();
-        f.render_widget(Paragraph::new(lines).block(block(app, " diagnostics (l: back to the build log) ")), r);
-        return;
+    match app.pane {
+        Pane::AppLog => return draw_app_log(f, app, r),
+        Pane::History => return draw_history(f, app, r),
+        Pane::Build => {}
     }
     let n = app.log.lines.len();
     let end = n.saturating_sub(app.log.scroll);

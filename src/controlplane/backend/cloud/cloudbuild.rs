@@ -291,7 +291,7 @@ impl CloudBuilds {
     fn call(&self, c: Call<'_>) -> Result<Value, CallError<HttpFail>> {
         // each attempt bounds itself (`once`); this outer deadline never fires first
         let policy = self.ctx.retry.with_deadline(self.ctx.retry.deadline * 2 + Duration::from_secs(5));
-        self.ctx.bridge.run(with_retries(&policy, || self.once(&c), |f: &HttpFail| f.transient))
+        self.ctx.bridge.run(with_retries(&policy, "cloud build", || self.once(&c), |f: &HttpFail| f.transient))
     }
 
     fn get_json(&self, id: &str) -> Result<Value, BuildError> {

@@ -100,7 +100,12 @@ impl GcsStore {
             return Ok(());
         }
         let req = GetBucketRequest { bucket: self.bucket.clone(), ..Default::default() };
-        match self.ctx.bridge.run(with_retries(&self.ctx.retry, || self.client.get_bucket(&req), transient)) {
+        match self.ctx.bridge.run(with_retries(
+            &self.ctx.retry,
+            &format!("gcs: bucket {}", self.bucket),
+            || self.client.get_bucket(&req),
+            transient,
+        )) {
             Ok(_) => {
                 let _ = self.bucket_seen.set(());
                 Ok(())
@@ -143,7 +148,12 @@ impl ObjectStore for GcsStore {
 
     fn stat(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
         let req = self.get_req(key);
-        let r = self.ctx.bridge.run(with_retries(&self.ctx.retry, || self.client.get_object(&req), transient));
+        let r = self.ctx.bridge.run(with_retries(
+            &self.ctx.retry,
+            &format!("gcs: stat {key}"),
+            || self.client.get_object(&req),
+            transient,
+        ));
         match r {
             Ok(o) => Ok(Some(ObjectMeta { key: key.into(), size: o.size.max(0) as u64, etag: Some(o.etag) })),
             Err(e) => match self.fail(key, e) {
@@ -159,8 +169,12 @@ impl ObjectStore for GcsStore {
         }
         let req = self.get_req(key);
         let range = Range(Some(start), Some(start + len - 1));
-        let r =
-            self.ctx.bridge.run(with_retries(&self.ctx.retry, || self.client.download_object(&req, &range), transient));
+        let r = self.ctx.bridge.run(with_retries(
+            &self.ctx.retry,
+            &format!("gcs: read {key}"),
+            || self.client.download_object(&req, &range),
+            transient,
+        ));
         match r {
             Ok(b) => Ok(b),
             // the range starts at or past the end: nothing (new) to read
@@ -184,7 +198,7 @@ impl ObjectStore for GcsStore {
             Ok::<u64, DownloadError>(n)
         };
         let policy = self.ctx.retry.with_deadline(WHOLE_TRANSFER);
-        let r = self.ctx.bridge.run(with_retries(&policy, download, |e| match e {
+        let r = self.ctx.bridge.run(with_retries(&policy, &format!("gcs: download {key}"), download, |e| match e {
             DownloadError::Remote(e) => transient(e),
             DownloadError::Local(_) => false,
         }));
@@ -212,7 +226,11 @@ impl ObjectStore for GcsStore {
             self.client.upload_streamed_object(&req, tokio_util::io::ReaderStream::new(f), &kind).await
         };
         let policy = self.ctx.retry.with_deadline(WHOLE_TRANSFER);
-        self.ctx.bridge.run(with_retries(&policy, upload, transient)).map(|_| ()).map_err(|e| self.fail(key, e))
+        self.ctx
+            .bridge
+            .run(with_retries(&policy, &format!("gcs: upload {key}"), upload, transient))
+            .map(|_| ())
+            .map_err(|e| self.fail(key, e))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
@@ -229,7 +247,12 @@ impl ObjectStore for GcsStore {
             let r = self
                 .ctx
                 .bridge
-                .run(with_retries(&self.ctx.retry, || self.client.list_objects(&req), transient))
+                .run(with_retries(
+                    &self.ctx.retry,
+                    &format!("gcs: list {prefix}"),
+                    || self.client.list_objects(&req),
+                    transient,
+                ))
                 .map_err(|e| self.fail(prefix, e))?;
             out.extend(r.items.unwrap_or_default().into_iter().map(|o| ObjectMeta {
                 key: o.name,

@@ -27,9 +27,10 @@ pub mod cloudbuild;
 pub mod gcs;
 pub mod r2;
 
-use crate::config::{Config, Secret};
+use crate::config::Config;
 use crate::controlplane::backend::builds::{BuildError, BuildService};
 use crate::controlplane::backend::store::ObjectStore;
+use crate::redact::Redactor;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -176,10 +177,12 @@ impl<E: std::fmt::Display> CallError<E> {
 /// spent. Each attempt is bounded by the policy's deadline (a missed deadline is transient).
 pub async fn with_retries<T, E, F, Fut>(
     p: &RetryPolicy,
+    what: &str,
     mut op: F,
     transient: impl Fn(&E) -> bool,
 ) -> Result<T, CallError<E>>
 where
+    E: std::fmt::Display,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
@@ -193,62 +196,28 @@ where
             Err(_) => true,
         };
         if !again || attempt >= p.attempts {
+            if attempt > 1 || again {
+                log::warn!(target: "backend::cloud", "{what}: giving up after {attempt} attempt(s)");
+            }
             return match r {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(error)) => Err(CallError::Failed { error, attempts: attempt }),
                 Err(_) => Err(CallError::Deadline { after: p.deadline, attempts: attempt }),
             };
         }
-        tokio::time::sleep(p.backoff(attempt)).await;
+        let wait = p.backoff(attempt);
+        let cause = match &r {
+            Ok(Err(e)) => e.to_string(),
+            _ => format!("no answer within {:.0}s", p.deadline.as_secs_f64()),
+        };
+        log::warn!(target: "backend::cloud", "{what}: attempt {attempt} of {} failed ({cause}); retrying in {:.1}s", p.attempts, wait.as_secs_f64());
+        tokio::time::sleep(wait).await;
     }
 }
 
 /// Is this HTTP status worth another attempt?
 pub fn transient_status(code: u16) -> bool {
     matches!(code, 408 | 429 | 500..=599)
-}
-
-/// Scrubs secrets out of every message that leaves the cloud backends.
-#[derive(Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<String>,
-}
-
-impl Redactor {
-    pub fn new(secrets: &[&Secret]) -> Redactor {
-        let mut r = Redactor::default();
-        for s in secrets {
-            r.add(s.expose());
-        }
-        r
-    }
-
-    pub fn add(&mut self, secret: &str) {
-        // short values would blank ordinary words; a real key or token is long
-        if secret.len() >= 8 {
-            self.secrets.push(secret.to_string());
-        }
-    }
-
-    pub fn clean(&self, msg: &str) -> String {
-        let mut out = msg.to_string();
-        for s in &self.secrets {
-            out = out.replace(s.as_str(), "***");
-        }
-        // bearer tokens and token-endpoint answers, whoever produced them
-        for marker in ["Bearer ", "bearer ", "access_token\":\"", "access_token\": \""] {
-            let mut from = 0;
-            while let Some(i) = out[from..].find(marker) {
-                let start = from + i + marker.len();
-                let end = out[start..]
-                    .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == ',')
-                    .map_or(out.len(), |j| start + j);
-                out.replace_range(start..end, "***");
-                from = start + 3;
-            }
-        }
-        out
-    }
 }
 
 /// Google credentials for GCS and Cloud Build.
@@ -331,6 +300,7 @@ pub fn connect(cfg: &Config) -> Result<CloudBackends, BuildError> {
     let c = &cfg.cloud;
     let fail = |msg: String| BuildError::Service { service: "cloud".into(), msg };
     let redactor = Redactor::new(&[&c.r2_access_key_id, &c.r2_secret_access_key]);
+    crate::redact::register(&redactor);
     let emulated = c.gcs_endpoint.is_some();
     let bridge = Bridge::new().map_err(|e| fail(format!("cannot start the cloud runtime: {e}")))?;
     // no credentials file and an emulator endpoint: a test or local setup, nothing to sign
@@ -358,19 +328,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redactor_scrubs_known_secrets_and_bearer_tokens() {
-        let r = Redactor::new(&[&Secret::new("AKIAEXAMPLEKEY1"), &Secret::new("wJalrXUtnFEMI/K7MDENG")]);
-        let m = r.clean(
-            "403 for AKIAEXAMPLEKEY1 (sig wJalrXUtnFEMI/K7MDENG); header Authorization: Bearer ya29.a0AfH6 sent; \
-             {\"access_token\":\"ya29.zzz\",\"expires_in\":3599}",
-        );
-        for s in ["AKIAEXAMPLEKEY1", "wJalrXUtnFEMI", "ya29.a0AfH6", "ya29.zzz"] {
-            assert!(!m.contains(s), "{s} leaked: {m}");
-        }
-        assert!(m.contains("403 for ***") && m.contains("Bearer ***") && m.contains("expires_in"), "{m}");
-    }
-
-    #[test]
     fn backoff_is_bounded_and_jittered() {
         let p = RetryPolicy::new(5, Duration::from_secs(1));
         let draws: Vec<Duration> = (0..50).map(|_| p.backoff(3)).collect();
@@ -387,6 +344,7 @@ mod tests {
         let calls = std::sync::atomic::AtomicU32::new(0);
         let r: Result<(), _> = b.run(with_retries(
             &p,
+            "test call",
             || async {
                 calls.fetch_add(1, Ordering::SeqCst);
                 Err::<(), u16>(503)
@@ -397,6 +355,7 @@ mod tests {
         assert_eq!(calls.swap(0, Ordering::SeqCst), 4);
         let r: Result<(), _> = b.run(with_retries(
             &p,
+            "test call",
             || async {
                 calls.fetch_add(1, Ordering::SeqCst);
                 Err::<(), u16>(403)
@@ -407,6 +366,7 @@ mod tests {
         p.deadline = Duration::from_millis(20);
         let r: Result<(), CallError<u16>> = b.run(with_retries(
             &p,
+            "test call",
             || async {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 Ok(())
