@@ -12,7 +12,9 @@
 # docs/quality-curve.svg (KLD against bpw, one panel per model) and .cache/quality-curve/*.tsv.
 # Usage: scripts/quality-curve.sh [smollm2|qwen05 ...]   (default: both)
 # Env: CTX=512 CHUNKS=16 QS="3 4 5 6 8" BUDGETS_smollm2="…" BUDGETS_qwen05="…"
-#      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc); points already in the .tsv are kept
+#      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc)
+#      SEARCHES_smollm2 / SEARCHES_qwen05="1 2": the encoder's scale search radius (--search N) at
+#      q=SEARCH_Q (5), judged by KLD; points already in the .tsv are kept
 #      (delete it to measure again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +72,10 @@ print("%.4f" % t["totals"]["bpw"], " ".join("%s:%d" % kv for kv in sorted(c.item
   }
   for q in $qs; do kaiju "KAIJU1 uniform" "q$q" --modulus "$q"; done
   for b in $budgets; do kaiju "KAIJU1 allocated" "bpw$b" --bpw "$b"; done
+  searches_var=SEARCHES_$m
+  for s in ${!searches_var:-}; do
+    kaiju "KAIJU1 uniform, search $s" "q${SEARCH_Q:-5}-s$s" --modulus "${SEARCH_Q:-5}" --search "$s"
+  done
   if [ "${KEEP:-1}" = 1 ]; then for b in $budgets; do kaiju "KAIJU1 allocated, keep" "bpw$b-keep" --bpw "$b" --keep; done; fi
   for t in $llama_types; do
     have "$t" && continue

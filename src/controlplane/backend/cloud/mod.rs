@@ -197,7 +197,7 @@ where
         };
         if !again || attempt >= p.attempts {
             if attempt > 1 || again {
-                log::warn!(target: "backend::cloud", "{what}: giving up after {attempt} attempt(s)");
+                log::info!(target: "backend::cloud", "{what}: giving up after {attempt} attempt(s)");
             }
             return match r {
                 Ok(Ok(v)) => Ok(v),
@@ -210,7 +210,7 @@ where
             Ok(Err(e)) => e.to_string(),
             _ => format!("no answer within {:.0}s", p.deadline.as_secs_f64()),
         };
-        log::warn!(target: "backend::cloud", "{what}: attempt {attempt} of {} failed ({cause}); retrying in {:.1}s", p.attempts, wait.as_secs_f64());
+        log::info!(target: "backend::cloud", "{what}: attempt {attempt} of {} failed ({cause}); retrying in {:.1}s", p.attempts, wait.as_secs_f64());
         tokio::time::sleep(wait).await;
     }
 }
