@@ -8,7 +8,7 @@
 mod common;
 
 use kaiju::dataplane::gate::model::{Model, DEFAULT_DENSE_LIMIT};
-use kaiju::dataplane::gguf::{Gguf, GgufWriter, TensorPlan, Value};
+use kaiju::dataplane::gguf::{Gguf, Value};
 use std::path::{Path, PathBuf};
 
 fn golden(rel: &str) -> PathBuf {
@@ -125,20 +125,8 @@ fn qwen05_f16_matches_llama_cpp() {
 
 /// A copy of a tiny golden model with its metadata edited.
 fn edited(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<(String, Value)>)) -> PathBuf {
-    let src = Gguf::open(golden(&format!("{name}.gguf"))).unwrap();
     let out = dir.join(format!("{name}-edited.gguf"));
-    let mut meta = src.metadata.clone();
-    edit(&mut meta);
-    let plans: Vec<TensorPlan> = src
-        .tensors
-        .iter()
-        .map(|t| TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size })
-        .collect();
-    let mut w = GgufWriter::create(&out, &meta, plans).unwrap();
-    for t in &src.tensors {
-        w.write_tensor(&t.name, src.data(t)).unwrap();
-    }
-    w.finish().unwrap();
+    common::gguf_copy(&golden(&format!("{name}.gguf")), &out, None, edit);
     out
 }
 

@@ -35,26 +35,8 @@ fn copy_of_f16(
     zero: &str,
     edit: impl FnOnce(&mut Vec<(String, kaiju::dataplane::gguf::Value)>),
 ) -> PathBuf {
-    let src = Gguf::open(common::smollm2_f16()).unwrap();
     let out = dir.join(file);
-    let name = zero;
-    let mut meta = src.metadata.clone();
-    edit(&mut meta);
-    let plans: Vec<TensorPlan> = src
-        .tensors
-        .iter()
-        .map(|t| TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size })
-        .collect();
-    let mut w = GgufWriter::create(&out, &meta, plans).unwrap();
-    for t in &src.tensors {
-        let data = src.data(t);
-        if t.name == name {
-            w.write_tensor(&t.name, &vec![0u8; data.len()]).unwrap();
-        } else {
-            w.write_tensor(&t.name, data).unwrap();
-        }
-    }
-    w.finish().unwrap();
+    common::gguf_copy(&common::smollm2_f16(), &out, Some(zero), edit);
     out
 }
 

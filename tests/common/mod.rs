@@ -133,3 +133,32 @@ pub fn ppl_text(dir: &Path) -> PathBuf {
     std::fs::write(&out, s).unwrap();
     out
 }
+
+/// A copy of the GGUF `src` at `out`, its metadata edited and the tensor named `zero` (if any)
+/// zeroed.
+pub fn gguf_copy(
+    src: &Path,
+    out: &Path,
+    zero: Option<&str>,
+    edit: impl FnOnce(&mut Vec<(String, kaiju::dataplane::gguf::Value)>),
+) {
+    use kaiju::dataplane::gguf::{Gguf, GgufWriter, TensorPlan};
+    let src = Gguf::open(src).unwrap();
+    let mut meta = src.metadata.clone();
+    edit(&mut meta);
+    let plans: Vec<TensorPlan> = src
+        .tensors
+        .iter()
+        .map(|t| TensorPlan { name: t.name.clone(), dims: t.dims.clone(), ty: t.ty, size: t.size })
+        .collect();
+    let mut w = GgufWriter::create(out, &meta, plans).unwrap();
+    for t in &src.tensors {
+        let data = src.data(t);
+        if Some(t.name.as_str()) == zero {
+            w.write_tensor(&t.name, &vec![0u8; data.len()]).unwrap();
+        } else {
+            w.write_tensor(&t.name, data).unwrap();
+        }
+    }
+    w.finish().unwrap();
+}
