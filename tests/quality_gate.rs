@@ -6,7 +6,7 @@ mod common;
 
 use kaiju::dataplane::gate::quality::Thresholds;
 use kaiju::dataplane::gate::{self, GateError, GateJob};
-use kaiju::dataplane::gguf::{Gguf, GgufWriter, TensorPlan};
+use kaiju::dataplane::gguf::{GgufWriter, TensorPlan};
 use std::path::{Path, PathBuf};
 
 /// A distributional job of the f16 against `knot` over `text`, short (ctx 128, 2 chunks).
