@@ -316,6 +316,7 @@ fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
         all.iter().any(|e| e["what"] == "gate" && e["data"]["figures"]["quality"]["kld_mean"].is_number()),
         "{all:?}"
     );
+    assert!(all.iter().any(|e| e["what"] == "submit" && e["data"]["kind"] == "KAIJU encode"), "{all:?}");
     // kill -9 mid-append: the last line is cut short; log warns and shows the rest
     let p = root.join("state/rollout.jsonl");
     let bytes = std::fs::read(&p).unwrap();

@@ -294,7 +294,7 @@ impl Campaign {
                 let what = if spec.kind == BuildKind::Encode { "KAIJU encode" } else { "IQ-ladder feeder" };
                 self.record(
                     Event::new(&self.actor, "submit", Some(&id), format!("{what} build {}", b.id))
-                        .with(serde_json::json!({"build": b.id, "kind": kind})),
+                        .with(serde_json::json!({"build": b.id, "kind": what})),
                 );
                 Ok(b)
             }
