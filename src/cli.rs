@@ -354,7 +354,15 @@ fn absorb(mut cli: Cli) -> Cli {
         Some(Cmd::Gate { json, config, root, .. }) => {
             (CampaignOpts { config: config.take(), root: root.take(), ..Default::default() }, *json)
         }
-        _ => (CampaignOpts::default(), false),
+        // every command is named: a new one that takes the campaign options must say so here
+        Some(
+            Cmd::RunBuild { .. }
+            | Cmd::Convert { .. }
+            | Cmd::MintGate { .. }
+            | Cmd::Tokenize { .. }
+            | Cmd::Inspect { .. },
+        )
+        | None => (CampaignOpts::default(), false),
     };
     let top = std::mem::take(&mut cli.at);
     cli.at = CampaignOpts {
