@@ -145,17 +145,8 @@ fn edit_queue(
     let detail = f(&mut q)?;
     q.save()?;
     println!("{id}: {detail}");
-    record(&cfg, Event::new(&rollout::actor("cli"), what, Some(id), detail));
+    Rollout::new(&cfg.state_dir).record(Event::new(&rollout::actor("cli"), what, Some(id), detail));
     Ok(exit::OK)
-}
-
-/// Append to the rollout log of `cfg`'s campaign; a failure is a warning, not an error (the
-/// edit it records is done).
-fn record(cfg: &crate::config::Config, e: Event) {
-    let r = Rollout::new(&cfg.state_dir);
-    if let Err(err) = r.append(&e) {
-        log::warn!(target: "rollout", "{}: cannot record {} of {}: {err}", r.path().display(), e.what, e.model.unwrap_or_default());
-    }
 }
 
 pub fn hold(cli: &Cli, id: &str, reason: Option<&str>) -> anyhow::Result<u8> {
@@ -367,7 +358,7 @@ pub fn log(cli: &Cli, since: Option<&str>, model: Option<&str>) -> anyhow::Resul
             println!("{}", serde_json::to_string(e)?);
         }
     } else {
-        print!("{}", rollout::table(&shown.into_iter().cloned().collect::<Vec<_>>()));
+        print!("{}", rollout::table(shown));
     }
     Ok(exit::OK)
 }

@@ -1,9 +1,12 @@
-//! One model, headless: `kaiju-tui check ID` (its prerequisites and what the watcher would
-//! submit for it) and `kaiju-tui submit ID [--feeder]` (that build now, under the tick's lock,
-//! refused where the tick would not start it: every slot taken, a build of its own in flight).
+//! One model: `kaiju-tui check ID` (its prerequisites and what the watcher would submit for
+//! it), `kaiju-tui submit ID [--feeder]` (that build now, under the tick's lock, refused where
+//! the tick would not start it: every slot taken, a build of its own in flight), and the control
+//! room's "submit now" (the same build, the operator's confirmation overriding the slots).
 
-use crate::controlplane::backend::builds::BuildSpec;
+use crate::controlplane::backend::builds::{BuildInfo, BuildSpec};
 use crate::controlplane::backend::store::Probe;
+use crate::controlplane::campaign::inventory::ModelInventory;
+use crate::controlplane::campaign::queue::Entry;
 use crate::controlplane::campaign::queue::Tag;
 use crate::controlplane::campaign::tick::{self, Action, InFlight};
 use crate::controlplane::watcher::{Campaign, Snapshot, WatchError};
@@ -70,25 +73,22 @@ fn probe(name: &'static str, p: &Probe) -> Prereq {
     Prereq { name, state, detail }
 }
 
-fn in_flight_of(snap: &Snapshot, id: &str) -> Vec<String> {
-    snap.builds
-        .iter()
-        .filter(|b| b.status.is_ongoing() && b.is_ours() && b.model().as_deref() == Some(id))
-        .map(|b| b.id.clone())
-        .collect()
-}
-
-fn not_in_queue(c: &Campaign, id: &str) -> WatchError {
-    WatchError::Other(format!("{id}: not in {}", c.cfg.queue.display()))
-}
-
 impl Campaign {
+    /// `id`'s queue entry and prerequisites in `snap`.
+    fn model_in<'s>(&self, snap: &'s Snapshot, id: &str) -> Result<(&'s Entry, &'s ModelInventory), WatchError> {
+        let e = snap
+            .queue
+            .get(id)
+            .ok_or_else(|| WatchError::Other(format!("{id}: not in {}", self.cfg.queue.display())))?;
+        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        Ok((e, m))
+    }
+
     /// The four prerequisites of `id`, its shipped knot, its builds in flight, and the build
     /// the watcher would submit for it.
     pub fn check(&self, id: &str) -> Result<Check, WatchError> {
         let snap = self.view()?;
-        let e = snap.queue.get(id).ok_or_else(|| not_in_queue(self, id))?;
-        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        let (e, m) = self.model_in(&snap, id)?;
         let gate = match &m.gate {
             GateKind::Argmax(q) => Prereq {
                 name: "gate",
@@ -105,23 +105,18 @@ impl Campaign {
         } else {
             "NOT READY"
         };
-        let (next, substitutions) = match tick::next_build(e, m) {
-            tick::Next::Encode => {
-                let s = self.build_spec(&Action::SubmitEncode { id: id.into() }, &snap)?;
-                ("KAIJU encode".to_string(), s.substitutions)
-            }
-            tick::Next::Feed(hf) => {
-                let s = self.build_spec(&Action::SubmitFeeder { id: id.into(), hf_source: hf.clone() }, &snap)?;
-                (format!("IQ-ladder feeder (from {hf})"), s.substitutions)
-            }
-            tick::Next::Blocked(why) => (format!("nothing: {why}"), BTreeMap::new()),
+        let nb = tick::next_build(e, m);
+        let next = nb.describe();
+        let substitutions = match nb.action(id) {
+            Ok(a) => self.build_spec(&a, &snap)?.substitutions,
+            Err(_) => BTreeMap::new(),
         };
         Ok(Check {
             id: id.into(),
             tag: e.tag.to_string(),
             prerequisites,
             shipped: probe("output", &m.output).state,
-            in_flight: in_flight_of(&snap, id),
+            in_flight: InFlight::of(&snap.builds).of_model(id),
             verdict,
             next,
             substitutions,
@@ -135,15 +130,15 @@ impl Campaign {
             return Err(Refusal::Busy("a watcher tick holds the campaign's lock; try again in a moment".into()));
         };
         let snap = self.snapshot()?;
-        let e = snap.queue.get(id).ok_or_else(|| not_in_queue(self, id))?;
-        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
+        let (e, m) = self.model_in(&snap, id)?;
         if matches!(e.tag, Tag::Hold | Tag::OutOfScope) {
             return Err(Refusal::Nothing(format!("{id} is {}: nothing is submitted for it", e.tag)));
         }
         if let Some((n, why)) = m.unknowns().into_iter().next() {
             return Err(Refusal::Watch(WatchError::Unknown(format!("{id}: the {n} check is UNKNOWN ({why})"))));
         }
-        let own = in_flight_of(&snap, id);
+        let flight = InFlight::of(&snap.builds);
+        let own = flight.of_model(id);
         if !own.is_empty() {
             return Err(Refusal::Busy(format!("{id} has a build in flight ({}): one build per model", own.join(", "))));
         }
@@ -154,18 +149,16 @@ impl Campaign {
                 .ok_or_else(|| Refusal::Nothing(format!("{id}: no HF source to feed from (hf= in the queue)")))?;
             Action::SubmitFeeder { id: id.into(), hf_source: hf }
         } else {
-            match tick::next_build(e, m) {
-                tick::Next::Encode => Action::SubmitEncode { id: id.into() },
-                tick::Next::Feed(hf) => Action::SubmitFeeder { id: id.into(), hf_source: hf },
-                tick::Next::Blocked(why) => return Err(Refusal::Nothing(format!("{id}: nothing to submit: {why}"))),
-            }
+            tick::next_build(e, m)
+                .action(id)
+                .map_err(|why| Refusal::Nothing(format!("{id}: nothing to submit: {why}")))?
         };
         let slots = self.cfg.slots();
-        let flight = InFlight::of(&snap.builds);
-        let (free, what) = match action {
-            Action::SubmitEncode { .. } => (flight.encode_free(&slots), "KAIJU encode"),
-            Action::SubmitFeeder { .. } => (flight.feeder_free(&slots), "IQ-ladder feeder"),
+        let free = match action {
+            Action::SubmitEncode { .. } => flight.encode_free(&slots),
+            Action::SubmitFeeder { .. } => flight.feeder_free(&slots),
         };
+        let what = action.kind().label();
         if !free {
             return Err(Refusal::Busy(format!(
                 "no free slot for a {what}: {} build(s) of ours in flight ({} encode(s), {} feeder(s)) with \
@@ -180,5 +173,22 @@ impl Campaign {
         let spec: BuildSpec = self.build_spec(&action, &snap)?;
         let build = if act { Some(self.execute(&action, &snap)?.id) } else { None };
         Ok(Submission { id: id.into(), kind: what.into(), dry_run: !act, build, substitutions: spec.substitutions })
+    }
+
+    /// The control room's "submit now": the selected model's next build, under the same
+    /// single-flight lock as the tick (the operator already confirmed any override).
+    pub fn submit_now(&self, id: &str) -> Result<BuildInfo, WatchError> {
+        let Some(_lock) = self.lock()? else {
+            return Err(WatchError::Other("a watcher tick is running; try again in a moment".into()));
+        };
+        let snap = self.snapshot()?;
+        let (e, m) = self.model_in(&snap, id)?;
+        if !m.unknowns().is_empty() {
+            return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
+        }
+        let action = tick::next_build(e, m)
+            .action(id)
+            .map_err(|why| WatchError::Other(format!("{id}: nothing to submit: {why}")))?;
+        self.execute(&action, &snap)
     }
 }

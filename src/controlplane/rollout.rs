@@ -87,6 +87,21 @@ impl Rollout {
         f.sync_data()
     }
 
+    /// Append `e`; a failure is said on the app log, never fatal to the action it records
+    /// (which has happened).
+    pub fn record(&self, e: Event) {
+        if let Err(err) = self.append(&e) {
+            log::error!(
+                target: "rollout",
+                "{}: cannot append ({err}): {} {} {}",
+                self.path.display(),
+                e.what,
+                e.model.unwrap_or_default(),
+                e.detail
+            );
+        }
+    }
+
     /// Every readable event, oldest first, and a warning for each line that is not one
     /// (a write cut short, a hand edit). A missing log is empty.
     pub fn read(&self) -> std::io::Result<(Vec<Event>, Vec<String>)> {
@@ -140,7 +155,7 @@ pub fn utc(t: f64) -> String {
 }
 
 /// The events as a table, one line each.
-pub fn table(events: &[Event]) -> String {
+pub fn table<'a>(events: impl IntoIterator<Item = &'a Event>) -> String {
     let mut s = format!("{:<21} {:<24} {:<9} {:<22} {}\n", "when (UTC)", "who", "what", "model", "detail");
     for e in events {
         s += &format!(

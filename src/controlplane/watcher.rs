@@ -291,7 +291,7 @@ impl Campaign {
                     // a re-encode asked for is now submitted: one request, one encode
                     let _ = self.markers.remove(&id, "reencode");
                 }
-                let what = if spec.kind == BuildKind::Encode { "KAIJU encode" } else { "IQ-ladder feeder" };
+                let what = spec.kind.label();
                 self.record(
                     Event::new(&self.actor, "submit", Some(&id), format!("{what} build {}", b.id))
                         .with(serde_json::json!({"build": b.id, "kind": what})),
@@ -310,9 +310,7 @@ impl Campaign {
     /// Append to the rollout log; a failure to do so is said on the app log, never fatal to
     /// the action it records (which has happened).
     pub fn record(&self, e: Event) {
-        if let Err(err) = self.rollout.append(&e) {
-            log::error!(target: "rollout", "{}: cannot append ({err}): {} {} {}", self.rollout.path().display(), e.what, e.model.unwrap_or_default(), e.detail);
-        }
+        self.rollout.record(e);
     }
 
     /// Each finished build of ours the rollout log has not recorded yet, with the gate verdict
@@ -338,11 +336,7 @@ impl Campaign {
         fresh.sort_by(|a, b| a.finish_time.unwrap_or(0.0).total_cmp(&b.finish_time.unwrap_or(0.0)));
         for b in fresh {
             let model = b.model();
-            let kind = match b.kind {
-                Some(BuildKind::Encode) => "KAIJU encode",
-                Some(BuildKind::Feeder) => "IQ-ladder feeder",
-                None => "build",
-            };
+            let kind = b.kind.map_or("build", BuildKind::label);
             let took = match (b.start_time, b.finish_time) {
                 (Some(s), Some(f)) => format!(" after {:.0}s", f - s),
                 _ => String::new(),
@@ -376,26 +370,6 @@ impl Campaign {
                 }
             }
         }
-    }
-
-    /// The control room's "submit now": the selected model's next build, under the same
-    /// single-flight lock as the tick (the operator already confirmed any override).
-    pub fn submit_now(&self, id: &str) -> Result<BuildInfo, WatchError> {
-        let Some(_lock) = self.lock()? else {
-            return Err(WatchError::Other("a watcher tick is running; try again in a moment".into()));
-        };
-        let snap = self.snapshot()?;
-        let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
-        let m = snap.inventory.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not probed")))?;
-        if !m.unknowns().is_empty() {
-            return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
-        }
-        let action = match tick::next_build(e, m) {
-            tick::Next::Encode => Action::SubmitEncode { id: id.into() },
-            tick::Next::Feed(hf) => Action::SubmitFeeder { id: id.into(), hf_source: hf },
-            tick::Next::Blocked(why) => return Err(WatchError::Other(format!("{id}: nothing to submit: {why}"))),
-        };
-        self.execute(&action, &snap)
     }
 }
 

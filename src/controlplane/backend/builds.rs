@@ -18,6 +18,14 @@ impl BuildKind {
             BuildKind::Encode => "encode",
         }
     }
+
+    /// The build as the operator reads it: "KAIJU encode", "IQ-ladder feeder".
+    pub fn label(self) -> &'static str {
+        match self {
+            BuildKind::Feeder => "IQ-ladder feeder",
+            BuildKind::Encode => "KAIJU encode",
+        }
+    }
 }
 
 /// Cloud Build's status vocabulary.

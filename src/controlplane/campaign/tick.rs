@@ -49,8 +49,8 @@ pub struct InFlight {
     pub builds: Vec<String>,
     pub encodes: usize,
     pub feeders: usize,
-    /// models with a build in flight
-    pub models: Vec<String>,
+    /// (model, build) of each build whose model can be told
+    pub models: Vec<(String, String)>,
     /// a build whose model cannot be told (it could be any model's)
     pub unknown_model: bool,
 }
@@ -70,11 +70,16 @@ impl InFlight {
                 BuildKind::Feeder => f.feeders += 1,
             }
             match b.model() {
-                Some(m) => f.models.push(m),
+                Some(m) => f.models.push((m, b.id.clone())),
                 None => f.unknown_model = true,
             }
         }
         f
+    }
+
+    /// The builds of `model` in flight.
+    pub fn of_model(&self, model: &str) -> Vec<String> {
+        self.models.iter().filter(|(m, _)| m == model).map(|(_, b)| b.clone()).collect()
     }
 
     /// Builds of ours in flight, whatever their kind.
@@ -164,6 +169,36 @@ pub enum Next {
     Blocked(String),
 }
 
+impl Next {
+    /// The build as the operator reads it: "KAIJU encode", "IQ-ladder feeder (from org/name)",
+    /// or "nothing: why".
+    pub fn describe(&self) -> String {
+        match self {
+            Next::Encode => BuildKind::Encode.label().into(),
+            Next::Feed(hf) => format!("{} (from {hf})", BuildKind::Feeder.label()),
+            Next::Blocked(why) => format!("nothing: {why}"),
+        }
+    }
+
+    /// The action that submits this build for `id`, or why there is none.
+    pub fn action(self, id: &str) -> Result<Action, String> {
+        match self {
+            Next::Encode => Ok(Action::SubmitEncode { id: id.into() }),
+            Next::Feed(hf) => Ok(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
+            Next::Blocked(why) => Err(why),
+        }
+    }
+}
+
+impl Action {
+    pub fn kind(&self) -> BuildKind {
+        match self {
+            Action::SubmitEncode { .. } => BuildKind::Encode,
+            Action::SubmitFeeder { .. } => BuildKind::Feeder,
+        }
+    }
+}
+
 pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
     if m.ready() {
         return Next::Encode;
@@ -220,7 +255,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
         if is_done(inv, markers, id) {
             continue;
         }
-        if flight.models.iter().any(|b| b == id) {
+        if !flight.of_model(id).is_empty() {
             notes.push(format!("skip {id}: a build of its own is in flight"));
             continue;
         }

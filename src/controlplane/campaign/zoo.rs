@@ -235,9 +235,7 @@ pub fn rows(
                 next_build: match super::tick::next_build(e, m) {
                     // as submit_now: nothing starts while a check is UNKNOWN
                     _ if !m.unknowns().is_empty() => "nothing: a prerequisite check is UNKNOWN".into(),
-                    super::tick::Next::Encode => "KAIJU encode".into(),
-                    super::tick::Next::Feed(hf) => format!("IQ-ladder feeder (from {hf})"),
-                    super::tick::Next::Blocked(why) => format!("nothing: {why}"),
+                    next => next.describe(),
                 },
                 detail,
             }

@@ -13,7 +13,7 @@ mod ops;
 
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
 pub use hparams::{Act, Config, Rope, SUPPORTED};
-use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_heads, rope_table, softcap, Attn};
+use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rope_table, softcap, Attn};
 use rayon::prelude::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -303,10 +303,10 @@ impl<'a> Model<'a> {
             add_bias(&mut k, layer.bk.as_deref());
             add_bias(&mut v, layer.bv.as_deref());
             if let Some(w) = &layer.q_norm {
-                rms_norm_heads(&mut q, w, c.eps);
+                rms_norm_in_place(&mut q, w, c.eps);
             }
             if let Some(w) = &layer.k_norm {
-                rms_norm_heads(&mut k, w, c.eps);
+                rms_norm_in_place(&mut k, w, c.eps);
             }
             let tab = if swa { rope_swa.as_ref().unwrap_or(&rope) } else { &rope };
             apply_rope(&mut q, c.n_head, hd, c.rope_dim, tab, c.rope_neox);
@@ -323,8 +323,7 @@ impl<'a> Model<'a> {
             obs(&format!("blk.{li}.attn_output.weight"), &att);
             layer.wo.matmul(&att, &mut o);
             if let Some(w) = &layer.attn_post_norm {
-                let raw = o.clone();
-                rms_norm(&raw, w, c.eps, &mut o);
+                rms_norm_in_place(&mut o, w, c.eps);
             }
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             rms_norm(&x, &layer.ffn_norm, c.eps, &mut h);
@@ -339,8 +338,7 @@ impl<'a> Model<'a> {
             obs(&format!("blk.{li}.ffn_down.weight"), &g);
             layer.w_down.matmul(&g, &mut o);
             if let Some(w) = &layer.ffn_post_norm {
-                let raw = o.clone();
-                rms_norm(&raw, w, c.eps, &mut o);
+                rms_norm_in_place(&mut o, w, c.eps);
             }
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
         }

@@ -24,9 +24,9 @@ pub(super) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// RMS norm of every head of every token in place (`w` is one head wide: qwen3's and gemma3's
-/// q/k norms).
-pub(super) fn rms_norm_heads(x: &mut [f32], w: &[f32], eps: f32) {
+/// [`rms_norm`] in place, over every `w.len()`-wide piece of `x`: a token's row (gemma's post
+/// norms) or one head of it (qwen3's and gemma3's q/k norms, `w` one head wide).
+pub(super) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
     let d = w.len();
     for hv in x.chunks_mut(d) {
         let ms = hv.iter().map(|v| v * v).sum::<f32>() / d as f32;
