@@ -227,7 +227,7 @@ pub enum Cmd {
     /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship its models.
     Demo {
         /// full: SmolLM2-135M and Qwen2.5-Coder-0.5B, the campaign's first size class, end to
-        /// end (two to three minutes on two cores once both are fetched; Qwen is ~490 MB); small:
+        /// end (about three minutes on two cores once both are fetched; Qwen is ~490 MB); small:
         /// SmolLM2 alone (about a minute and a half)
         #[arg(long, value_parser = ["full", "small"], default_value = "full")]
         zoo: String,
