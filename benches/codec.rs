@@ -68,7 +68,8 @@ fn main() {
     let ones = vec![1f32; cols];
     let imp: Vec<f32> = (0..cols).map(|_| (rng.gauss()).exp()).collect();
     let mw = |secs: f64| w.len() as f64 / secs / 1e6;
-    for (q, search) in [(4u32, 0u8), (4, 1), (4, 2), (5, 0), (6, 0)] {
+    let runs = [(4u32, 0u8), (4, 1), (4, 2), (5, 0), (6, 0), (3, 0), (8, 0), (10, 0), (12, 0), (16, 0)];
+    for (q, search) in runs {
         let variant = Variant::new(q).unwrap();
         for (label, im) in [("plain", &ones), ("log-normal imatrix", &imp)] {
             let opts = EncodeOptions { variant, search, ..Default::default() };

@@ -66,7 +66,7 @@ pub struct EncodeArgs {
     #[arg(long, default_value_t = 0)]
     pub search: u8,
     /// Voronoi modulus q of the codebook Λ24/qΛ24: 3 = 1.92 bpw, 4 = 2.25 (default), 5 = 2.58,
-    /// 6 = 2.92, 8 = 3.25
+    /// 6 = 2.92, 8 = 3.25, 10 = 3.58, 12 = 3.92, 16 = 4.25
     #[arg(long, default_value_t = 4)]
     pub modulus: u32,
     /// choices overriding --modulus: KIND[@LAYERS]=Q|keep, e.g. attn_v=6,ffn_down@0-3=8,

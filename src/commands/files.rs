@@ -17,7 +17,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         opts: EncodeOptions {
             variant: crate::dataplane::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92) or 8 (3.25)",
+                    "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92), 8 (3.25), 10 (3.58), 12 (3.92) or 16 (4.25)",
                     a.modulus
                 )
             })?,

@@ -410,7 +410,10 @@ mod tests {
         assert!(e.contains("bogus"), "{e}");
         let e =
             Queue::parse(Path::new("queue.txt"), "a params=1 family=l mix=attn_v=9 HOLD\n").unwrap_err().to_string();
-        assert!(e.contains("queue.txt:1") && e.contains("mix=") && e.contains("(3, 4, 5, 6, 8) or keep"), "{e}");
+        assert!(
+            e.contains("queue.txt:1") && e.contains("mix=") && e.contains("(3, 4, 5, 6, 8, 10, 12, 16) or keep"),
+            "{e}"
+        );
     }
 
     #[test]

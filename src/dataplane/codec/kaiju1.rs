@@ -13,8 +13,9 @@ pub const GROUP: usize = 8;
 pub const HEADER_BYTES: usize = 6;
 
 /// A KAIJU1 variant: the Voronoi modulus q of the codebook Λ24/qΛ24. q = 4 is the campaign
-/// default (48-bit index, 2.25 bpw); q = 5 and 6 trade size for quality (2.58 / 2.92 bpw).
-/// Each variant has its own GGUF tensor type id, 0x4B30 + q.
+/// default (48-bit index, 2.25 bpw); the others trade size for quality, from q = 3 (1.92 bpw)
+/// to q = 16 (a 96-bit index, 4.25 bpw). Each variant has its own GGUF tensor type id,
+/// 0x4B30 + q.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Variant {
     pub q: u32,
@@ -22,10 +23,12 @@ pub struct Variant {
 
 impl Variant {
     pub const DEFAULT: Variant = Variant { q: 4 };
+    /// The finest variant (q = 16, 4.25 bpw).
+    pub const FINEST: Variant = Variant { q: 16 };
     pub const TYPE_BASE: u32 = 0x4B30;
 
-    /// Every modulus the format defines: 3 (1.92 bpw), 4, 5, 6, 8 (3.25 bpw).
-    pub const MODULI: [u32; 5] = [3, 4, 5, 6, 8];
+    /// Every modulus the format defines: 3 (1.92 bpw), 4, 5, 6, 8 (3.25), 10, 12, 16 (4.25).
+    pub const MODULI: [u32; 8] = [3, 4, 5, 6, 8, 10, 12, 16];
 
     pub fn new(q: u32) -> Option<Variant> {
         Self::MODULI.contains(&q).then_some(Variant { q })
@@ -47,7 +50,10 @@ impl Variant {
             4 => 6,
             5 => 7,
             6 => 8,
-            _ => 9,
+            8 => 9,
+            10 => 10,
+            12 => 11,
+            _ => 12,
         }
     }
     /// The encoder's target RMS of a block in lattice units at its scale estimate, over
@@ -56,7 +62,8 @@ impl Variant {
     /// data and the SmolLM2 fixture (docs/BENCHMARKS.md): at q = 4, 2.7 encodes 20% faster
     /// than 2.8 at the same weighted SQNR on the real model (−0.05 dB on Gaussian data); at
     /// q = 5 and 6, 2.8 keeps 0.2 dB more on the real model. q = 3 takes 2.7 (2.8 gains
-    /// 0.1 dB at 1.6× the time), q = 8 2.8 (3.0 gains 0.2 dB at 1.3× the time).
+    /// 0.1 dB at 1.6× the time), q = 8 2.8 (3.0 gains 0.2 dB at 1.3× the time); q = 10, 12
+    /// and 16 take q = 8's.
     pub fn load(self) -> f32 {
         if self.q <= 4 {
             2.7
@@ -633,14 +640,21 @@ mod tests {
         assert_eq!(row_bytes(4096, D), 22 * 6 + 171 * 6);
         assert!(bpw(4096, D) < 2.27);
         let v = |q| Variant::new(q).unwrap();
-        let want = [(3, 1.917), (4, 2.25), (5, 2.583), (6, 2.917), (8, 3.25)];
+        let want = [(3, 1.917), (4, 2.25), (5, 2.583), (6, 2.917), (8, 3.25), (10, 3.583), (12, 3.917), (16, 4.25)];
         for (q, b) in want {
             assert!((bpw(1536, v(q)) - b).abs() < 1e-3, "q={q}: {}", bpw(1536, v(q)));
             assert_eq!(Variant::from_type_id(v(q).type_id()), Some(v(q)));
         }
         assert_eq!(Variant::new(7), None);
         assert_eq!(Variant::from_type_id(0x4B37), None);
-        assert_eq!(Variant::all().map(|v| v.q).collect::<Vec<_>>(), vec![3, 4, 5, 6, 8]);
+        assert_eq!(Variant::new(9), None);
+        assert_eq!(Variant::all().last(), Some(Variant::FINEST));
+        assert_eq!(Variant::all().map(|v| v.q).collect::<Vec<_>>(), vec![3, 4, 5, 6, 8, 10, 12, 16]);
+        // the index bytes are ⌈24·log2(q) / 8⌉, and a u128 holds the widest
+        for v in Variant::all() {
+            let bits = ((v.q as u128).pow(24) - 1).ilog2() + 1;
+            assert_eq!(v.index_bytes(), bits.div_ceil(8) as usize, "q={}", v.q);
+        }
     }
 
     #[test]
@@ -749,15 +763,15 @@ mod tests {
     }
 
     const GOLDEN_KNOT_BYTES_Q3_Q8: u64 = 0xecfd_cad1_7e64_94a6;
+    const GOLDEN_KNOT_BYTES_WIDE: u64 = 0x5a9b_315d_b5f2_7901;
 
-    /// The same for the variants below and above the campaign's (q = 3 and the 72-bit
-    /// q = 8), whose decode must also give back the encoder's own statistics.
-    #[test]
-    fn the_outer_variants_are_pinned_and_round_trip() {
+    /// The encoder's output for the moduli `qs` on the pinned rows (hashed), each tensor's
+    /// decode checked against the encoder's own statistics.
+    fn pinned_round_trip(qs: &[u32]) -> u64 {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
         for (n, rows, heavy) in [(576usize, 24usize, false), (4096 + 8, 4, false), (768, 32, true)] {
             let (w, imp) = pinned_rows(n, rows, heavy);
-            for q in [3u32, 8] {
+            for &q in qs {
                 let v = Variant::new(q).unwrap();
                 let (bytes, st) = encode_tensor(&w, n, |_| &imp, EncodeOptions { variant: v, ..Default::default() });
                 assert_eq!(bytes.len(), rows * row_bytes(n, v));
@@ -775,7 +789,15 @@ mod tests {
                 }
             }
         }
-        // finer variants, less error: q=3 < q=4 < … < q=8 on Gaussian rows
+        h
+    }
+
+    /// The same for the variants below and above the campaign's (q = 3 and the 72-bit
+    /// q = 8), whose decode must also give back the encoder's own statistics.
+    #[test]
+    fn the_outer_variants_are_pinned_and_round_trip() {
+        let h = pinned_round_trip(&[3, 8]);
+        // finer variants, less error: q=3 < q=4 < … < q=16 on Gaussian rows
         let n = 1536;
         let w = gaussian_rows(n, 16, 5);
         let ones = vec![1f32; n];
@@ -784,6 +806,13 @@ mod tests {
             .collect();
         assert!(errs.windows(2).all(|p| p[1] < p[0]), "{errs:?}");
         assert_eq!(h, GOLDEN_KNOT_BYTES_Q3_Q8, "encoder output changed: {h:#x}");
+    }
+
+    /// The wide variants (q = 10, 12 and the 96-bit q = 16), pinned the same way.
+    #[test]
+    fn the_wide_variants_are_pinned_and_round_trip() {
+        let h = pinned_round_trip(&[10, 12, 16]);
+        assert_eq!(h, GOLDEN_KNOT_BYTES_WIDE, "encoder output changed: {h:#x}");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! The prediction (docs/BENCHMARKS.md, "Quality per bit"): a tensor's damage to the model is
 //! its *gain* times its imatrix-weighted relative error, `Σ h (w − ŵ)² / Σ h w²`, the share
 //! of the layer's output energy the quantization noise takes (h = the calibration inputs'
-//! mean square per column). The error of every variant is measured on a sample of the
-//! tensor's rows (1/8, at least 64) by encoding them; the gain depends on where the tensor
+//! mean square per column). The error of every candidate variant (`candidates`: none more than
+//! 0.75 bpw below the budget) is measured on a sample of the
+//! tensor's rows (1/16, at least 32) by encoding them; the gain depends on where the tensor
 //! sits — its kind and its depth — and was measured once, on the SmolLM2 fixture, as the mean
 //! KL divergence that noise in that kind or that layer alone costs per unit of error
 //! (`scripts/calibrate-sensitivity.sh`). Damages add (first order), so the allocation is the
@@ -228,10 +229,29 @@ impl Gains {
     }
 }
 
+/// The allocator does not consider a variant more than this many bits per weight below the
+/// budget: the first-order prediction is least trustworthy far from the f16, and on SmolLM2
+/// the knots it made with such variants measured worse than predicted (docs/BENCHMARKS.md).
+pub const MAX_BELOW_BUDGET: f64 = 0.75;
+
+/// The options the allocator weighs for a tensor of rows of `ne0` under `budget` bpw: every
+/// variant at most [`MAX_BELOW_BUDGET`] below the budget (the finest always), then `keep`
+/// where allowed.
+pub fn candidates(ne0: usize, budget: f64, keep: bool) -> Vec<Choice> {
+    let mut c: Vec<Choice> = kaiju1::Variant::all()
+        .filter(|&v| kaiju1::bpw(ne0, v) >= budget - MAX_BELOW_BUDGET || v == kaiju1::Variant::FINEST)
+        .map(Choice::Kaiju)
+        .collect();
+    if keep {
+        c.push(Choice::Keep);
+    }
+    c
+}
+
 /// Rows sampled per tensor to measure each option's error: 1/`SAMPLE_FRACTION` of them, at
 /// least `SAMPLE_MIN_ROWS` (all of a smaller tensor).
-pub const SAMPLE_FRACTION: usize = 8;
-pub const SAMPLE_MIN_ROWS: usize = 64;
+pub const SAMPLE_FRACTION: usize = 16;
+pub const SAMPLE_MIN_ROWS: usize = 32;
 
 /// The f16 truth's rows `rows` of `ft` as f32, row after row, and each row's importance.
 fn truth_rows(f16: &Gguf, ft: &TensorInfo, rows: &[usize]) -> Result<Vec<f32>, EncodeError> {
@@ -373,6 +393,24 @@ pub struct Report {
 mod tests {
     use super::*;
     use crate::dataplane::codec::kaiju1::Variant;
+
+    #[test]
+    fn candidates_stop_three_quarters_of_a_bit_below_the_budget() {
+        let qs = |ne0, b, keep| {
+            candidates(ne0, b, keep)
+                .into_iter()
+                .map(|c| c.variant().map_or("keep".to_string(), |v| v.q.to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(qs(576, 2.6, false), "3,4,5,6,8,10,12,16");
+        assert_eq!(qs(576, 3.0, true), "4,5,6,8,10,12,16,keep");
+        // q=5 is 2.583 bpw on whole super-blocks: 3.3 − 0.75 = 2.55 keeps it, 3.4 does not
+        assert_eq!(qs(576, 3.3, false), "5,6,8,10,12,16");
+        assert_eq!(qs(576, 3.4, false), "6,8,10,12,16");
+        // a budget above every variant still has the finest
+        assert_eq!(qs(576, 9.0, false), "16");
+    }
 
     fn q(n: u32) -> Choice {
         Choice::Kaiju(Variant::new(n).unwrap())

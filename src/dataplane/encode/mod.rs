@@ -123,7 +123,7 @@ pub struct TensorTelemetry {
     pub shape: Vec<u64>,
     pub source_type: String,
     pub weights: u64,
-    /// what the knot holds: `q3`…`q8` (a KAIJU1 variant) or `keep` (the base knot's tensor)
+    /// what the knot holds: `q3`…`q16` (a KAIJU1 variant) or `keep` (the base knot's tensor)
     pub choice: Choice,
     /// the KAIJU1 variant's Voronoi modulus (0 for a kept tensor)
     pub modulus: u32,
@@ -379,10 +379,7 @@ fn resolve(
             continue;
         }
         let ft = f16.tensor(name).expect("checked by plan_encode");
-        let mut cands: Vec<Choice> = kaiju1::Variant::all().map(Choice::Kaiju).collect();
-        if job.allow_keep && dequant::supported(bt.ty) {
-            cands.push(Choice::Keep);
-        }
+        let cands = alloc::candidates(bt.ne0() as usize, budget, job.allow_keep && dequant::supported(bt.ty));
         let errs = alloc::sample_errors(f16, ft, im, base, bt, &cands, job.opts)?;
         let opts = cands.iter().zip(&errs).map(|(&choice, &err)| alloc::Opt { choice, bits: bits_of(choice, bt), err });
         items.push(alloc::Item {
@@ -452,7 +449,10 @@ fn write_tensors(
     meta.push(("kaiju.type_id".into(), Value::U32(job.opts.variant.type_id())));
     meta.push(("kaiju.voronoi_modulus".into(), Value::U32(job.opts.variant.q)));
     if let Some(r) = &resolved.report {
-        let counts: Vec<String> = r.counts.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        // keep first, then the variants coarsest first (q10 after q8, not after q1…)
+        let mut labels: Vec<(&String, &usize)> = r.counts.iter().collect();
+        labels.sort_by_key(|(k, _)| k.strip_prefix('q').and_then(|q| q.parse::<u32>().ok()).unwrap_or(0));
+        let counts: Vec<String> = labels.iter().map(|(k, n)| format!("{k}:{n}")).collect();
         meta.push((
             "kaiju.mix".into(),
             Value::str(&format!("allocated for {} bpw: {}", r.budget_bpw, counts.join(" "))),

@@ -234,7 +234,7 @@ mod tests {
             ("attn_x=6", "expected a matmul kind"),
             ("attn_v@3-1=6", "expected layers N or A-B"),
             ("attn_v@x=6", "expected layers N or A-B"),
-            ("attn_v=7", "expected a Voronoi modulus (3, 4, 5, 6, 8) or keep"),
+            ("attn_v=7", "expected a Voronoi modulus (3, 4, 5, 6, 8, 10, 12, 16) or keep"),
             ("attn_v=6,attn_v=5", "given twice"),
         ] {
             let e = Mix::parse(bad).unwrap_err();

@@ -59,7 +59,7 @@ fn index_of_dyn(x: &Point, q: u32) -> u64 {
     idx
 }
 /// The largest Voronoi modulus whose class index fits a u64 (6²⁴ < 2⁶⁴ < 7²⁴); larger moduli
-/// (the 3.25-bpw q = 8) take the `_wide` functions, whose u128 index is the same number.
+/// (q = 8 … 16, up to 96 bits) take the `_wide` functions, whose u128 index is the same number.
 pub const MAX_NARROW_MODULUS: u32 = 6;
 
 /// [`index_of`] for any modulus, as a u128 (the same number where both apply).
@@ -236,20 +236,22 @@ pub fn surely_inside(x: &Point, q: u32) -> bool {
     if n >= 12 * q * q {
         return false;
     }
-    // below 12q² every |xᵢ| < √(12q²) ≤ 28 for the campaign's q ≤ 8; the eight largest come
-    // from a histogram of the values (cheaper than a select on 24 elements)
-    let mut hist = [0u8; 32];
+    // below 12q² every |xᵢ| < √(12q²) ≤ 56 for q ≤ 16 (≤ 28 for q ≤ 8, whose histogram is
+    // walked from 31 down); the eight largest come from a histogram of the values (cheaper
+    // than a select on 24 elements)
+    let mut hist = [0u8; 64];
+    let top = if q <= 8 { 32 } else { 64 };
     let mut sum = 0i64;
     for &v in x {
         let a = v.unsigned_abs() as usize;
-        if a >= hist.len() {
-            return false; // not reached below 12q² for q ≤ 8; "not sure" is always allowed
+        if a >= top {
+            return false; // not reached below 12q² for q ≤ 16; "not sure" is always allowed
         }
         hist[a] += 1;
         sum += a as i64;
     }
     let (mut need, mut top8, mut top2, mut max) = (8i64, 0i64, 0i64, -1i64);
-    for v in (1..hist.len()).rev() {
+    for v in (1..top).rev() {
         if need == 0 {
             break;
         }
@@ -423,15 +425,21 @@ mod tests {
         }
     }
 
-    /// The wide index (q = 8's 72 bits) is the narrow one where both apply, round-trips
+    /// The wide index (q = 8's 72 bits … q = 16's 96) is the narrow one where both apply, round-trips
     /// through `point_of_wide` inside the cell, agrees with `representative_wide`, and is a
     /// class invariant; its outputs are pinned.
     #[test]
     fn the_wide_index_extends_the_narrow_one() {
+        // the outputs of q = 3 … 8, then (drawn after them) of the wide moduli 10, 12, 16
         const GOLDEN_WIDE: u64 = 0xfe52_3da2_ad92_1ada;
+        const GOLDEN_WIDER: u64 = 0x4f87_8ab2_05f1_f76a;
         let mut rng = Rng(53);
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for q in [3u32, 4, 5, 6, 8] {
+        for q in [3u32, 4, 5, 6, 8, 10, 12, 16] {
+            if q == 10 {
+                assert_eq!(h, GOLDEN_WIDE, "wide decoder outputs changed: {h:#x}");
+                h = 0xcbf2_9ce4_8422_2325u64;
+            }
             let (mut moved, mut kept) = (0, 0);
             for _ in 0..2000 {
                 let scale = (1.5 + 2.5 * rng.uniform()) * q as f32 / 4.0;
@@ -461,11 +469,13 @@ mod tests {
             }
             assert!(moved > 50 && kept > 50, "q={q}: {moved} moved, {kept} kept");
         }
-        // the largest index of q = 8 decodes (every digit 7)
-        let top = 8u128.pow(24) - 1;
-        let p = point_of_wide(top, 8);
-        assert!(is_lattice_point(&p));
-        assert_eq!(index_of_wide(&p, 8), top);
-        assert_eq!(h, GOLDEN_WIDE, "wide decoder outputs changed: {h:#x}");
+        // the largest index of each wide modulus decodes (every digit q − 1)
+        for q in [8u32, 10, 12, 16] {
+            let top = (q as u128).pow(24) - 1;
+            let p = point_of_wide(top, q);
+            assert!(is_lattice_point(&p));
+            assert_eq!(index_of_wide(&p, q), top, "q={q}");
+        }
+        assert_eq!(h, GOLDEN_WIDER, "wide decoder outputs changed (q = 10, 12, 16): {h:#x}");
     }
 }
