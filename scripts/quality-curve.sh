@@ -14,8 +14,11 @@
 # Env: CTX=512 CHUNKS=16 QS="3 4 5 6 8 10 12 16" BUDGETS_smollm2="…" BUDGETS_qwen05="…"
 #      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc)
 #      SEARCHES_smollm2 / SEARCHES_qwen05="1 2": the encoder's scale search radius (--search N) at
-#      q=SEARCH_Q (5), judged by KLD; points already in the .tsv are kept
-#      (delete it to measure again).
+#      q=SEARCH_Q (5), judged by KLD;
+#      FEEDBACK_smollm2="2.6 3.0" / FEEDBACK_qwen05="" budgets, FEEDBACK_QS_smollm2="5" / FEEDBACK_QS_qwen05=""
+#      uniform variants, encoded with error feedback (--calib-text: GPL-3 + LGPL-2.1, not the
+#      evaluation text; minutes per knot on SmolLM2, far longer on Qwen's 4,864-wide inputs);
+#      points already in the .tsv are kept (delete it to measure again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(smollm2 qwen05)
@@ -30,6 +33,9 @@ py=.cache/llama/venv/bin/python
   .cache/llama/venv/bin/pip install --quiet numpy ./.cache/llama/src/gguf-py >&2
 text=$work/text.txt
 bash scripts/eval-text.sh "$text"
+# the calibration text of --calib-text: not the evaluation text
+calib=$work/calib.txt lic=/usr/share/common-licenses
+if [ -f $lic/GPL-3 ] && [ -f $lic/LGPL-2.1 ]; then cat $lic/GPL-3 $lic/LGPL-2.1 > "$calib"; else cat LICENSE docs/*.md > "$calib"; fi
 field() { awk -v k="$1" 'index($0, k) == 1 { sub(/^[^:]*:[ \t]*/, ""); print $1; exit }' "$2"; }
 tsvs=()
 for m in "${models[@]}"; do
@@ -77,6 +83,10 @@ print("%.4f" % t["totals"]["bpw"], " ".join("%s:%d" % kv for kv in sorted(c.item
   for s in ${!searches_var:-}; do
     kaiju "KAIJU1 uniform, search $s" "q${SEARCH_Q:-5}-s$s" --modulus "${SEARCH_Q:-5}" --search "$s"
   done
+  fbq_var=FEEDBACK_QS_$m fb_var=FEEDBACK_$m
+  fb_qs_default=""; fb_default=""; [ "$m" = smollm2 ] && fb_qs_default="5" fb_default="2.6 3.0"
+  for q in ${!fbq_var-$fb_qs_default}; do kaiju "KAIJU1 uniform, feedback" "q$q-fb" --modulus "$q" --calib-text "$calib"; done
+  for b in ${!fb_var-$fb_default}; do kaiju "KAIJU1 allocated, feedback" "bpw$b-fb" --bpw "$b" --calib-text "$calib"; done
   if [ "${KEEP:-1}" = 1 ]; then for b in $budgets; do kaiju "KAIJU1 allocated, keep" "bpw$b-keep" --bpw "$b" --keep; done; fi
   for t in $llama_types; do
     have "$t" && continue
@@ -106,7 +116,7 @@ for p in paths:
     # kept tensors are the base knot's: on these fixtures the f16 *is* the base dequantized, so
     # a kept tensor is exact here (not so in the campaign, where the base is a quantized
     # knot of the true f16): the KAIJU-only allocation (the default) is the honest figure
-    for method in ("KAIJU1 allocated", "KAIJU1 allocated, keep"):
+    for method in ("KAIJU1 allocated", "KAIJU1 allocated, keep", "KAIJU1 allocated, feedback"):
         for bmax, kmax in targets.get(m, []):
             ok = [r for r in rows if r[0] == method and r[2] <= bmax + 1e-9]
             best = min(ok, key=lambda r: r[3]) if ok else None
@@ -121,7 +131,8 @@ for p in paths:
 # the curve: mean KLD (log scale) against matmul bpw, one panel per model
 W, H, pad = 460, 340, 55
 styles = {"KAIJU1 uniform": ("#1f77b4", "4,3"), "KAIJU1 allocated": ("#d62728", ""),
-          "KAIJU1 allocated, keep": ("#ff7f0e", "2,2"), "llama.cpp": ("#2ca02c", "")}
+          "KAIJU1 allocated, keep": ("#ff7f0e", "2,2"), "KAIJU1 uniform, feedback": ("#9467bd", "4,3"),
+          "KAIJU1 allocated, feedback": ("#9467bd", ""), "llama.cpp": ("#2ca02c", "")}
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(panels)}" height="{H}" font-family="sans-serif" font-size="11">',
        f'<rect width="{W * len(panels)}" height="{H}" fill="white"/>']
 for i, (name, rows) in enumerate(panels):

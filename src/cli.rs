@@ -85,6 +85,15 @@ pub struct EncodeArgs {
     /// weight the search by importance × sqrt(σ² + w²) (llama.cpp's IQ rule)
     #[arg(long)]
     pub magnitude: bool,
+    /// error feedback across columns (GPTQ-style): run the f16 over this calibration text,
+    /// take each matmul input's full second moments, and let each block's error be absorbed
+    /// by the columns after it. Same format; much closer to the f16 (docs/BENCHMARKS.md), at
+    /// the cost of a forward pass and the linear algebra (minutes on small models)
+    #[arg(long)]
+    pub calib_text: Option<PathBuf>,
+    /// chunks of 512 tokens of --calib-text to use
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS)]
+    pub calib_chunks: usize,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,

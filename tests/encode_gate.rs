@@ -31,6 +31,7 @@ fn smol_job(out: std::path::PathBuf) -> EncodeJob {
         mix: Default::default(),
         budget: None,
         allow_keep: true,
+        feedback: None,
         quiet: true,
     }
 }
@@ -196,6 +197,7 @@ fn non_finite_weights_are_refused() {
         mix: Default::default(),
         budget: None,
         allow_keep: true,
+        feedback: None,
         quiet: true,
     };
     let e = encode::run(&job).unwrap_err().to_string();
@@ -260,6 +262,7 @@ fn a_mix_gives_each_kind_its_variant() {
         mix: encode::Mix::parse("attn_v=6").unwrap(),
         budget: None,
         allow_keep: true,
+        feedback: None,
         quiet: true,
     };
     let t = encode::run(&job).unwrap();
@@ -411,6 +414,46 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
     }
 }
 
+/// `--calib-text`: the f16 runs over the text, each distinct matmul input's second moments are
+/// factored, and every row carries its blocks' errors forward. The format is the same (same
+/// types and sizes, every tensor readable), the points are not; the telemetry and the header
+/// say what calibrated it; a text that cannot be read is named.
+#[test]
+fn error_feedback_changes_the_points_not_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, _) = encode(dir.path(), 4);
+    let out = dir.path().join("fed.knot");
+    let text = common::asset("docs/KAIJU1.md");
+    let job =
+        EncodeJob { feedback: Some(encode::feedback::FeedbackOptions { text, chunks: 1 }), ..smol_job(out.clone()) };
+    let t = encode::run(&job).unwrap();
+    let f = t.feedback.as_ref().expect("a feedback report");
+    assert_eq!((f.chunks, f.tokens), (1, 512));
+    assert_eq!(f.inputs, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
+    let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
+    assert_eq!(b.get_str("kaiju.feedback_text"), Some("KAIJU1.md"));
+    let mut differ = 0;
+    for e in &t.encoded {
+        let (ta, tb) = (a.tensor(&e.name).unwrap(), b.tensor(&e.name).unwrap());
+        assert_eq!((ta.ty, ta.size), (tb.ty, tb.size), "{}", e.name);
+        let vals =
+            kaiju::dataplane::gguf::dequant::to_f32_vec(tb.ty, b.data(tb), tb.ne0() as usize, tb.n_elements() as usize)
+                .unwrap();
+        assert!(vals.iter().all(|v| v.is_finite()), "{}", e.name);
+        differ += usize::from(a.data(ta) != b.data(tb));
+    }
+    assert_eq!(differ, t.encoded.len(), "every tensor's points moved");
+
+    let missing = dir.path().join("no-such-text.txt");
+    let job = EncodeJob {
+        feedback: Some(encode::feedback::FeedbackOptions { text: missing.clone(), chunks: 1 }),
+        ..smol_job(dir.path().join("never.knot"))
+    };
+    let e = encode::run(&job).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("--calib-text {}: ", missing.display())), "{e}");
+    assert!(!dir.path().join("never.knot").exists());
+}
+
 /// The campaign's first size class, end to end on a real qwen2 model: Qwen2.5-Coder-0.5B
 /// converted to f16, encoded at the budget the shipped queue gives qwen2.5-0.5b (with the
 /// qwen2 gains), and gated: its argmax qspec (" Paris") and the distribution against the f16
@@ -431,6 +474,7 @@ fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
         mix: Default::default(),
         budget: Some(budget),
         allow_keep: false,
+        feedback: None,
         quiet: true,
     };
     let t = encode::run(&job).unwrap();

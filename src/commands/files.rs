@@ -32,6 +32,10 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             }
         },
         allow_keep: a.keep,
+        feedback: a.calib_text.clone().map(|text| crate::dataplane::encode::feedback::FeedbackOptions {
+            text,
+            chunks: a.calib_chunks,
+        }),
         quiet: a.quiet,
     };
     for w in crate::dataplane::encode::input_warnings(&job.f16, &job.base) {

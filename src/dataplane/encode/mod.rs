@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 pub mod alloc;
+pub mod feedback;
 pub mod plan;
 
 pub use plan::{is_matmul_weight, Choice, Mix};
@@ -39,6 +40,8 @@ pub enum EncodeError {
     Budget(#[from] alloc::AllocError),
     #[error("--{out_flag} {out} is the {input_flag} input {input}: refusing to overwrite an input; write elsewhere")]
     OutputIsInput { out_flag: &'static str, out: PathBuf, input_flag: &'static str, input: PathBuf },
+    #[error("--calib-text {path}: {msg}")]
+    Feedback { path: PathBuf, msg: String },
 }
 
 /// Warnings about inputs that look swapped or wrong, said before a long encode: a truth
@@ -114,6 +117,8 @@ pub struct EncodeJob {
     pub budget: Option<f64>,
     /// Whether the allocator may keep a tensor's base-knot form (`--keep`; off by default).
     pub allow_keep: bool,
+    /// Error feedback across columns from a calibration text (`--calib-text`; off by default).
+    pub feedback: Option<feedback::FeedbackOptions>,
     pub quiet: bool,
 }
 
@@ -154,6 +159,9 @@ pub struct Telemetry {
     /// under --bpw: the budget, what was reached and predicted, the sampling's time
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocation: Option<alloc::Report>,
+    /// under --calib-text: the calibration the error feedback used
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<feedback::FeedbackReport>,
     pub encoded: Vec<TensorTelemetry>,
     pub copied: Vec<String>,
     pub totals: Totals,
@@ -424,6 +432,7 @@ fn write_tensors(
     im: &Imatrix,
     base: &Gguf,
     resolved: &Resolved,
+    factors: Option<&feedback::Factors>,
 ) -> Result<Written, EncodeError> {
     let choice_of = |name: &str| resolved.choices.get(name).copied();
     let plans: Vec<TensorPlan> = base
@@ -463,6 +472,10 @@ fn write_tensors(
     }
     meta.push(("kaiju.bpw".into(), Value::F32(bpw as f32)));
     meta.push(("kaiju.search".into(), Value::U32(job.opts.search as u32)));
+    if let Some(f) = &job.feedback {
+        let name = f.text.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        meta.push(("kaiju.feedback_text".into(), Value::str(&name)));
+    }
     meta.push(("kaiju.encoded_tensors".into(), Value::U32(n_kaiju as u32)));
     for key in SOURCE_KEYS {
         meta.push((key.into(), Value::str(HASH_PLACEHOLDER)));
@@ -484,7 +497,8 @@ fn write_tensors(
         let t1 = Instant::now();
         let st = match choice {
             Choice::Kaiju(variant) => {
-                encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
+                let u = factors.and_then(|f| f.for_weight(&bt.name));
+                encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, u, &mut w, &mut prog)?
             }
             Choice::Keep => {
                 w.write_tensor(&bt.name, base.data(bt))?;
@@ -535,6 +549,13 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let base = Gguf::open(&job.base)?;
     let selected = plan_encode(&f16, &im, &base)?;
     let resolved = resolve(job, &f16, &im, &base, &selected)?;
+    let (factors, feedback) = match &job.feedback {
+        Some(o) => {
+            let (f, r) = feedback::prepare(&f16, o)?;
+            (Some(f), Some(r))
+        }
+        None => (None, None),
+    };
 
     // The inputs are hashed on a thread of their own while the tensors are encoded (a 70B
     // f16 truth takes minutes to hash); the header holds placeholders of the hashes' length
@@ -542,7 +563,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let stop = AtomicBool::new(false);
     let (written, sources) = std::thread::scope(|scope| {
         let hashing = scope.spawn(|| hash_sources(job, &stop));
-        let written = write_tensors(job, &f16, &im, &base, &resolved);
+        let written = write_tensors(job, &f16, &im, &base, &resolved, factors.as_ref());
         if written.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -569,6 +590,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         modulus: job.opts.variant.q,
         mix: job.mix.to_string(),
         allocation: resolved.report,
+        feedback,
         totals: Totals {
             encoded_tensors: encoded.len(),
             copied_tensors: copied.len(),
@@ -595,12 +617,15 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     Ok(tel)
 }
 
-/// Encode one tensor in row chunks (bounded memory) and stream it to the writer.
+/// Encode one tensor in row chunks (bounded memory) and stream it to the writer; with `u`
+/// (the factor of its input's second moments, `feedback`) each row carries its blocks' errors
+/// onto the columns after them.
 fn encode_one(
     f16: &Gguf,
     ft: &TensorInfo,
     im: &Imatrix,
     opts: EncodeOptions,
+    u: Option<(usize, &[f64])>,
     w: &mut GgufWriter,
     prog: &mut Progress,
 ) -> Result<ErrStats, EncodeError> {
@@ -630,8 +655,13 @@ fn encode_one(
                 }),
             }
         };
-        let (bytes, s) =
-            kaiju1::encode_rows(nr, ne0, load, |r| &imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)], opts)?;
+        let imp = |r: usize| imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)].as_slice();
+        let (bytes, s) = match u {
+            Some((n, u)) if n == ne0 => kaiju1::encode_rows_by(nr, ne0, opts.variant, load, |r, w, o| {
+                kaiju1::encode_row_feedback(w, u, imp(r), opts, o)
+            })?,
+            _ => kaiju1::encode_rows(nr, ne0, load, imp, opts)?,
+        };
         w.write_part(&bytes)?;
         st.add(&s);
         prog.advance((nr * ne0) as u64, &ft.name);

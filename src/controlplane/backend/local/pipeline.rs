@@ -170,7 +170,7 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
     let search = cx.spec.substitutions.get("_SEARCH").and_then(|s| s.parse().ok()).unwrap_or(0);
     let q: u32 = cx.spec.substitutions.get("_MODULUS").and_then(|s| s.parse().ok()).unwrap_or(4);
     let variant = crate::dataplane::codec::kaiju1::Variant::new(q)
-        .ok_or_else(|| format!("_MODULUS={q}: expected 3, 4, 5, 6 or 8"))?;
+        .ok_or_else(|| format!("_MODULUS={q}: expected 3, 4, 5, 6, 8, 10, 12 or 16"))?;
     let budget = match cx.spec.substitutions.get("_BPW").map(|s| s.trim()).filter(|s| !s.is_empty()) {
         None => None,
         Some(b) => Some(b.parse::<f64>().map_err(|_| format!("_BPW={b}: expected bits per weight, e.g. 2.6"))?),
@@ -186,6 +186,7 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
             .map_err(|e| format!("_MIX: {e}"))?,
         budget,
         allow_keep: false,
+        feedback: None,
         quiet: true,
     };
     let t = crate::dataplane::encode::run(&job).map_err(|e| e.to_string())?;

@@ -7,6 +7,9 @@ use super::leech::{self, N};
 use half::f16;
 use rayon::prelude::*;
 
+mod feedback;
+pub use feedback::encode_row_feedback;
+
 pub const VERSION: u32 = 1;
 pub const BLOCK: usize = N;
 pub const GROUP: usize = 8;
@@ -261,6 +264,22 @@ fn wrms(y: &[f32; N], h: &[f32; N]) -> f32 {
     }
 }
 
+/// A super-block's scale d: the largest block estimate with headroom, as f16 (the smallest
+/// positive f16 rather than zero for a tiny non-zero estimate).
+#[inline(always)]
+fn super_scale(smax: f32) -> f16 {
+    if smax > 0.0 {
+        let v = f16::from_f32((smax * HEADROOM).min(65504.0));
+        if v.to_f32() > 0.0 {
+            v
+        } else {
+            f16::from_bits(1)
+        }
+    } else {
+        f16::ZERO
+    }
+}
+
 #[inline(always)]
 fn encode_group(
     ys: &[[f32; N]],
@@ -297,17 +316,7 @@ fn encode_group(
         let real: [f32; N] = std::array::from_fn(|i| if hs[b][i] > 0.0 { 1.0 } else { 0.0 });
         s0[b] = wrms(&ys[b], &real) / (opts.variant.load() * opts.variant.q as f32 / 4.0);
     }
-    let smax = s0[..k].iter().cloned().fold(0f32, f32::max);
-    let d = if smax > 0.0 {
-        let v = f16::from_f32((smax * HEADROOM).min(65504.0));
-        if v.to_f32() > 0.0 {
-            v
-        } else {
-            f16::from_bits(1)
-        }
-    } else {
-        f16::ZERO
-    };
+    let d = super_scale(s0[..k].iter().cloned().fold(0f32, f32::max));
     let df = d.to_f32();
     hdr[..2].copy_from_slice(&d.to_le_bytes());
     let mut codes = [0u8; GROUP];
@@ -563,7 +572,24 @@ where
     L: Fn(usize, &mut [f32]) -> Result<(), E> + Sync,
     F: Fn(usize) -> &'a [f32] + Sync,
 {
-    let rb = row_bytes(ne0, opts.variant);
+    encode_rows_by(rows, ne0, opts.variant, load_row, |r, w, o| encode_row(w, imp_for_row(r), opts, o))
+}
+
+/// [`encode_rows`] with any row encoder `enc(r, row, out)`: [`encode_row_feedback`] with its
+/// factor, for one.
+pub fn encode_rows_by<E, L, R>(
+    rows: usize,
+    ne0: usize,
+    v: Variant,
+    load_row: L,
+    enc: R,
+) -> Result<(Vec<u8>, ErrStats), E>
+where
+    E: Send,
+    L: Fn(usize, &mut [f32]) -> Result<(), E> + Sync,
+    R: Fn(usize, &[f32], &mut [u8]) -> ErrStats + Sync,
+{
+    let rb = row_bytes(ne0, v);
     let mut out = vec![0u8; rb * rows];
     let st = out
         .par_chunks_mut(rb)
@@ -571,7 +597,7 @@ where
         .map_init(
             || vec![0f32; ne0],
             |buf, (r, o)| match load_row(r, buf) {
-                Ok(()) => Ok(encode_row(buf, imp_for_row(r), opts, o)),
+                Ok(()) => Ok(enc(r, buf, o)),
                 Err(e) => Err((r, e)),
             },
         )
