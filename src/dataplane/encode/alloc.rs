@@ -302,11 +302,7 @@ fn base_error(
         dequant::rows_to_f32(bt.ty, &src[r * rb..(r + 1) * rb], ne0, &mut b)?;
         let h = &imps[imp(r)];
         for ((&y, &x), &hv) in w[i * ne0..(i + 1) * ne0].iter().zip(&b).zip(h) {
-            let (e, hv, y) = ((y - x) as f64, hv as f64, y as f64);
-            st.werr += hv * e * e;
-            st.wsig += hv * y * y;
-            st.err += e * e;
-            st.sig += y * y;
+            st.sample(hv as f64, y as f64, (y - x) as f64);
         }
     }
     Ok(st)

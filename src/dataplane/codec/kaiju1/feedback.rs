@@ -3,7 +3,7 @@
 //! searched by the plain encoder's `search_block`, on the row as earlier blocks' errors left it.
 
 use super::{
-    blocks_per_row, decode_row, put_index, search_block, super_scale, EncodeOptions, ErrStats, BLOCK, GROUP,
+    blocks_per_row, pack_codes, put_index, search_block, super_scale, EncodeOptions, ErrStats, BLOCK, GROUP,
     HEADER_BYTES, N, STEP,
 };
 
@@ -24,13 +24,13 @@ pub fn encode_row_feedback(w: &[f32], u: &[f64], imp: &[f32], opts: EncodeOption
     let wt: Vec<f32> = (0..n).map(|j| (1.0 / (u[j * n + j] * u[j * n + j])) as f32).collect();
     let mut st = ErrStats::default();
     let mut pos = 0usize;
+    let load = opts.variant.load() * q as f32 / 4.0;
     for g0 in (0..nb).step_by(GROUP) {
         let k = GROUP.min(nb - g0);
         let real = |b: usize| -> (usize, usize) {
             let start = (g0 + b) * BLOCK;
             (start, (start + BLOCK).min(n))
         };
-        let load = opts.variant.load() * q as f32 / 4.0;
         let s0_of = |cur: &[f64], b: usize| -> f32 {
             let (s, e) = real(b);
             let ss: f64 = cur[s..e].iter().map(|v| v * v).sum::<f64>() / (e - s) as f64;
@@ -81,21 +81,13 @@ pub fn encode_row_feedback(w: &[f32], u: &[f64], imp: &[f32], opts: EncodeOption
                 }
             }
         }
-        for b in 0..GROUP / 2 {
-            out[pos + 2 + b] = codes[2 * b] | (codes[2 * b + 1] << 4);
-        }
+        pack_codes(&codes, &mut out[pos..]);
         pos += HEADER_BYTES + k * ib;
     }
-    // statistics of the reconstruction against the original row
-    let mut back = vec![0f32; n];
-    decode_row(out, &mut back, opts.variant);
+    // every block's entry of `cur` now holds its reconstruction (an f32 value, exact in f64:
+    // later blocks' feedback only reaches columns after them), what the knot decodes to
     for j in 0..n {
-        let e = (w[j] - back[j]) as f64;
-        let (hv, yv) = (imp[j] as f64, w[j] as f64);
-        st.werr += hv * e * e;
-        st.wsig += hv * yv * yv;
-        st.err += e * e;
-        st.sig += yv * yv;
+        st.sample(imp[j] as f64, w[j] as f64, (w[j] - cur[j] as f32) as f64);
     }
     st
 }

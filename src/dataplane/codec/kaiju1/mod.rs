@@ -149,6 +149,14 @@ pub struct ErrStats {
 }
 
 impl ErrStats {
+    /// One weight `y` of importance `h` reconstructed with error `e`.
+    #[inline(always)]
+    pub fn sample(&mut self, h: f64, y: f64, e: f64) {
+        self.werr += h * e * e;
+        self.wsig += h * y * y;
+        self.err += e * e;
+        self.sig += y * y;
+    }
     pub fn add(&mut self, o: &ErrStats) {
         self.werr += o.werr;
         self.wsig += o.wsig;
@@ -335,15 +343,16 @@ fn encode_group(
         let x = best.2;
         debug_assert_eq!(x, leech::point_of_wide(idx, opts.variant.q));
         for i in 0..N {
-            let e = (y[i] - s * x[i] as f32) as f64;
-            let hv = h[i] as f64;
-            let yv = y[i] as f64;
-            st.werr += hv * e * e;
-            st.wsig += hv * yv * yv;
-            st.err += e * e;
-            st.sig += yv * yv;
+            st.sample(h[i] as f64, y[i] as f64, (y[i] - s * x[i] as f32) as f64);
         }
     }
+    pack_codes(&codes, hdr);
+}
+
+/// A super-block's eight 4-bit scale codes into header bytes 2..6 (block 2i in the low nibble
+/// of byte i).
+#[inline(always)]
+fn pack_codes(codes: &[u8; GROUP], hdr: &mut [u8]) {
     for b in 0..GROUP / 2 {
         hdr[2 + b] = codes[2 * b] | (codes[2 * b + 1] << 4);
     }
