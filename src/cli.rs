@@ -88,12 +88,17 @@ pub struct EncodeArgs {
     /// error feedback across columns (GPTQ-style): run the f16 over this calibration text,
     /// take each matmul input's full second moments, and let each block's error be absorbed
     /// by the columns after it. Same format; much closer to the f16 (docs/BENCHMARKS.md), at
-    /// the cost of a forward pass and the linear algebra (minutes on small models)
+    /// the cost of a calibration pass run layer by layer (a few times a plain encode)
     #[arg(long)]
     pub calib_text: Option<PathBuf>,
-    /// chunks of 512 tokens of --calib-text to use
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS)]
+    /// chunks of 512 tokens of --calib-text to use (at least 1)
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text")]
     pub calib_chunks: usize,
+    /// under --calib-text: which weights compute each later matmul's calibration inputs:
+    /// `f16` (default; measured the better, docs/BENCHMARKS.md) or `encoded` (sequential, as
+    /// the knot will run)
+    #[arg(long, default_value = "f16", value_parser = ["encoded", "f16"], requires = "calib_text")]
+    pub calib_inputs: String,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,

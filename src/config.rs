@@ -55,7 +55,17 @@ pub struct CostConfig {
     /// the model-tokens a gate runs: both models over [gate] ctx × chunks (set from [gate])
     #[serde(skip)]
     pub gate_model_tokens: f64,
+    /// error feedback's cost: core-seconds per calibration token per billion parameters
+    /// (its forward pass, moments and factors, measured layer by layer: docs/BENCHMARKS.md);
+    /// an encode build adds it to the prior until encode builds have been measured
+    pub feedback_core_s_per_token_b: f64,
+    /// the calibration tokens an encode build runs ([feedback] chunks × 512; 0 when off)
+    #[serde(skip)]
+    pub feedback_tokens: f64,
 }
+
+/// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, the feedback section).
+pub const FEEDBACK_CORE_S_PER_TOKEN_B: f64 = 0.15;
 
 impl Default for CostConfig {
     fn default() -> Self {
@@ -72,6 +82,8 @@ impl Default for CostConfig {
             parallel: 1,
             gate_core_s_per_token_b: 0.06,
             gate_model_tokens: 2.0 * 512.0 * 16.0,
+            feedback_core_s_per_token_b: FEEDBACK_CORE_S_PER_TOKEN_B,
+            feedback_tokens: 512.0 * 16.0,
         }
     }
 }
@@ -119,6 +131,30 @@ impl GateConfig {
         }
     }
 }
+
+/// `[feedback]`: error feedback (GPTQ-style, `--calib-text`) in every encode build.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeedbackConfig {
+    /// on by default: every encode build runs its knot's calibration layer by layer
+    /// (docs/BENCHMARKS.md: 40–50% less KLD); `false` encodes without
+    pub enabled: bool,
+    /// chunks of 512 tokens of the calibration text
+    pub chunks: usize,
+    /// the calibration text local encode builds use (default: `[local] calib_text`); cloud
+    /// builds use their image's /calib/calib.txt. Never the gate's text.
+    pub text: Option<PathBuf>,
+}
+
+impl Default for FeedbackConfig {
+    fn default() -> Self {
+        FeedbackConfig { enabled: true, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
+    }
+}
+
+/// Where an encode build's image holds the calibration text (the imatrix's, baked into the
+/// kaiju-tui image as the llama-cpp-tools image has it).
+pub const IMAGE_CALIB_TEXT: &str = "/calib/calib.txt";
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -228,6 +264,7 @@ pub struct RawConfig {
     pub cloud: RawCloud,
     pub cost: Option<CostConfig>,
     pub gate: GateConfig,
+    pub feedback: FeedbackConfig,
     pub tui: RawTui,
     pub watch: RawWatch,
 }
@@ -254,6 +291,7 @@ pub struct Config {
     pub cloud: CloudConfig,
     pub cost: CostConfig,
     pub gate: GateConfig,
+    pub feedback: FeedbackConfig,
     pub theme: String,
     /// `[watch] encode_slots`
     pub encode_slots: usize,
@@ -354,6 +392,7 @@ impl RawConfig {
             ("disk_gb_per_b", cost.disk_gb_per_b),
             ("feeder_disk_gb_per_b", cost.feeder_disk_gb_per_b),
             ("gate_core_s_per_token_b", cost.gate_core_s_per_token_b),
+            ("feedback_core_s_per_token_b", cost.feedback_core_s_per_token_b),
         ] {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(ConfigError::Invalid(format!("cost.{key} = {v}: expected a finite number above 0")));
@@ -378,6 +417,16 @@ impl RawConfig {
             ));
         }
         cost.gate_model_tokens = 2.0 * (self.gate.ctx * self.gate.chunks) as f64;
+        if self.feedback.chunks == 0 {
+            return Err(ConfigError::Invalid(
+                "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
+            ));
+        }
+        cost.feedback_tokens = if self.feedback.enabled {
+            (crate::dataplane::encode::feedback::CTX * self.feedback.chunks) as f64
+        } else {
+            0.0
+        };
         let max_builds = self.cloud.max_concurrent_builds.unwrap_or(3);
         if max_builds == 0 {
             return Err(ConfigError::Invalid("cloud.max_concurrent_builds = 0: expected at least 1".into()));
@@ -414,6 +463,7 @@ impl RawConfig {
             cloud,
             cost,
             gate: self.gate,
+            feedback: self.feedback,
             theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
             encode_slots,
             max_concurrent_builds: max_builds,

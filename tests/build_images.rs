@@ -118,3 +118,36 @@ fn the_docker_context_carries_every_file_the_crate_embeds() {
     assert!(embedded >= 5, "found only {embedded} embedded files");
     assert!(repo().join("cloudbuild/images/fetch-llama-cpp.py").exists());
 }
+
+/// Error feedback is always on in the campaign's encode builds: the encode step passes the
+/// image's calibration text (a substitution whose default is baked into the kaiju-tui image,
+/// and which `gate-params` fills from `[feedback]`), and it is never the text the gate step
+/// scores.
+#[test]
+fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
+    let y = yaml("cloudbuild/cloudbuild-kaiju-encode.yaml");
+    let steps = y["steps"].as_sequence().unwrap();
+    let step =
+        |id: &str| serde_yaml_ng::to_string(steps.iter().find(|s| s["id"].as_str() == Some(id)).unwrap()).unwrap();
+    let encode = step("encode");
+    assert!(encode.contains("--calib-text=${_CALIB_TEXT}"), "{encode}");
+    assert!(encode.contains("--calib-chunks=${_CALIB_CHUNKS}"), "{encode}");
+    let calib = y["substitutions"]["_CALIB_TEXT"].as_str().unwrap();
+    assert_eq!(calib, kaiju::config::IMAGE_CALIB_TEXT);
+    let f = calib.strip_prefix("/calib/").unwrap();
+    assert!(dockerfile("kaiju-tui").contains(&format!("COPY calib/{f} /calib/{f}")));
+    let gate = step("gate");
+    assert!(gate.contains("--text /calib/ppl.txt") && !gate.contains(calib), "{gate}");
+    // gate-params: on by default, empty (off) when [feedback] enabled = false
+    use kaiju::config::{FeedbackConfig, GateConfig};
+    use kaiju::controlplane::campaign::gate_params::{encode_params, Buckets};
+    let q = kaiju::controlplane::campaign::queue::Queue::load(&repo().join("queue.txt")).unwrap();
+    let e = q.get("qwen2.5-7b").unwrap();
+    let qs: kaiju::dataplane::gate::qspec::QSpec =
+        serde_json::from_str(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
+    let b = Buckets { gcs: "g", r2: "r" };
+    let on = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &FeedbackConfig::default()).unwrap();
+    assert_eq!((on["_CALIB_TEXT"].as_str(), on["_CALIB_CHUNKS"].as_str()), (calib, "16"));
+    let off = FeedbackConfig { enabled: false, ..Default::default() };
+    assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &off).unwrap()["_CALIB_TEXT"], "");
+}

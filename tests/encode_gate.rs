@@ -414,22 +414,31 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
     }
 }
 
-/// `--calib-text`: the f16 runs over the text, each distinct matmul input's second moments are
-/// factored, and every row carries its blocks' errors forward. The format is the same (same
-/// types and sizes, every tensor readable), the points are not; the telemetry and the header
-/// say what calibrated it; a text that cannot be read is named.
+/// `--calib-text`, layer by layer: each distinct matmul input's second moments are factored
+/// and every tensor carries its blocks' errors forward. The format is the same (same types and
+/// sizes, every tensor readable and finite), the points are not; the knot is closer to the f16
+/// than the plain one over a text other than the calibration's; the telemetry and the header
+/// say what calibrated it.
 #[test]
-fn error_feedback_changes_the_points_not_the_format() {
+fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
+    use encode::feedback::{FeedbackOptions, Inputs};
     let dir = tempfile::tempdir().unwrap();
     let (plain, _) = encode(dir.path(), 4);
     let out = dir.path().join("fed.knot");
     let text = common::asset("docs/KAIJU1.md");
-    let job =
-        EncodeJob { feedback: Some(encode::feedback::FeedbackOptions { text, chunks: 1 }), ..smol_job(out.clone()) };
+    let fb = FeedbackOptions { text, chunks: 2, inputs: Inputs::F16 };
+    let job = EncodeJob {
+        feedback: Some(fb),
+        telemetry: Some(dir.path().join("fed.telemetry.json")),
+        ..smol_job(out.clone())
+    };
     let t = encode::run(&job).unwrap();
     let f = t.feedback.as_ref().expect("a feedback report");
-    assert_eq!((f.chunks, f.tokens), (1, 512));
-    assert_eq!(f.inputs, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
+    assert_eq!((f.chunks, f.tokens, f.inputs), (2, 1024, Inputs::F16));
+    assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
+    assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
+    let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
+    assert!(tel.contains("\"feedback\"") && tel.contains("KAIJU1.md") && tel.contains("\"chunks\": 2"), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
     assert_eq!(b.get_str("kaiju.feedback_text"), Some("KAIJU1.md"));
     let mut differ = 0;
@@ -443,15 +452,60 @@ fn error_feedback_changes_the_points_not_the_format() {
         differ += usize::from(a.data(ta) != b.data(tb));
     }
     assert_eq!(differ, t.encoded.len(), "every tensor's points moved");
-
-    let missing = dir.path().join("no-such-text.txt");
-    let job = EncodeJob {
-        feedback: Some(encode::feedback::FeedbackOptions { text: missing.clone(), chunks: 1 }),
-        ..smol_job(dir.path().join("never.knot"))
+    // closer to the f16 over the README (not the calibration text): mean KLD of 2 chunks
+    let kld = |knot: &std::path::Path| {
+        let job = GateJob {
+            knot: knot.to_path_buf(),
+            qspec: common::qspec(),
+            reference: Some(common::smollm2_f16()),
+            text: Some(common::asset("README.md")),
+            ctx: 256,
+            chunks: 2,
+            ..Default::default()
+        };
+        gate::run(&job).unwrap().quality.expect("the distributional check ran").kld_mean
     };
-    let e = encode::run(&job).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("--calib-text {}: ", missing.display())), "{e}");
-    assert!(!dir.path().join("never.knot").exists());
+    let (k_plain, k_fed) = (kld(&plain), kld(&out));
+    assert!(k_fed < 0.9 * k_plain, "feedback KLD {k_fed} against plain {k_plain}");
+}
+
+/// Bad calibration inputs are refused with the file named, before any output is written:
+/// missing, empty, not UTF-8, shorter than one chunk of 512 tokens, and zero chunks.
+#[test]
+fn bad_calibration_texts_are_named_before_any_output() {
+    use encode::feedback::{FeedbackOptions, Inputs};
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    std::fs::write(p("empty.txt"), "  \n").unwrap();
+    std::fs::write(p("latin1.txt"), b"caf\xe9 au lait").unwrap();
+    std::fs::write(p("short.txt"), "A few words are not a chunk of five hundred and twelve tokens.").unwrap();
+    let cases = [
+        ("no-such-text.txt", 1, "No such file"),
+        ("empty.txt", 1, "empty"),
+        ("latin1.txt", 1, "UTF-8"),
+        ("short.txt", 1, "512"),
+        ("short.txt", 0, "at least 1"),
+    ];
+    for (name, chunks, why) in cases {
+        let out = p("never.knot");
+        let tel = p("never.telemetry.json");
+        let job = EncodeJob {
+            feedback: Some(FeedbackOptions { text: p(name), chunks, inputs: Inputs::F16 }),
+            telemetry: Some(tel.clone()),
+            ..smol_job(out.clone())
+        };
+        let e = encode::run(&job).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("--calib-text {}: ", p(name).display())), "{name}: {e}");
+        assert!(e.contains(why), "{name}: {e}");
+        assert!(!out.exists() && !tel.exists(), "{name}: nothing written");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|d| d.ok())
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("never"))
+            .collect();
+        assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
 }
 
 /// The campaign's first size class, end to end on a real qwen2 model: Qwen2.5-Coder-0.5B

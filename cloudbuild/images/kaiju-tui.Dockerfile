@@ -18,4 +18,7 @@ RUN cargo build --release --locked --bin kaiju-tui
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/kaiju-tui /usr/local/bin/kaiju-tui
 COPY calib/ppl.txt /calib/ppl.txt
+# the calibration text of the encoder's error feedback (--calib-text): the imatrix's, as the
+# llama-cpp-tools image has it
+COPY calib/calib.txt /calib/calib.txt
 ENTRYPOINT ["kaiju-tui"]

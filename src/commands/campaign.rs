@@ -122,7 +122,7 @@ pub fn gate_params(cli: &Cli, id: &str, format: &str) -> anyhow::Result<u8> {
         }
     };
     let b = Buckets { gcs: &cfg.gcs_bucket, r2: &cfg.r2_bucket };
-    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max, &cfg.gate)
+    let m = gate_params::encode_params(e, &qs, &b, cfg.search, cfg.ppl_max, &cfg.gate, &cfg.feedback)
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
     let f = match format {
         "shell" => Format::Shell,

@@ -25,6 +25,12 @@ pub const QWEN_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
 /// The demo's gate text: the Apache-2.0 licence (the first of the texts docs/BENCHMARKS.md
 /// measures over), so the demo's distributional gate runs offline.
 const DEMO_GATE_TEXT: &str = include_str!("../../LICENSE");
+/// Calibration chunks of 512 tokens in the demo (the campaign's default is 16): half, so the
+/// full demo stays within a few minutes on two cores; BENCHMARKS gives the quality of both.
+pub const DEMO_CALIB_CHUNKS: usize = 8;
+/// The demo's `[gate]` thresholds (kld_max, top1_min, ppl_ratio_max): what the queue's budgets
+/// reach with error feedback and the plain knots miss (README, "The gate").
+pub const DEMO_THRESHOLDS: (f64, f64, f64) = (0.45, 65.0, 1.45);
 pub const SMOL_HF: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
 pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -71,6 +77,9 @@ fn seed(cfg: &Config, full: bool) -> anyhow::Result<()> {
     if let Some(t) = &cfg.gate.text {
         write_if_absent(t, DEMO_GATE_TEXT.as_bytes())?;
     }
+    if let Some(t) = &cfg.feedback.text {
+        write_if_absent(t, crate::dataplane::encode::feedback::SHIPPED_TEXT.as_bytes())?;
+    }
     let smol = fetch_smollm2(&cfg.hf_dir.join(SMOL_HF))?;
     seed_model(cfg, "smollm2-135m", SMOL_QSPEC, &smol, "smol.imatrix.gguf", SMOL_IMATRIX)?;
     if full {
@@ -111,6 +120,18 @@ pub fn demo_config(cli: &Cli, full: bool) -> anyhow::Result<Config> {
     let mut cfg = Config::load(cli.at.config.as_deref(), &ov)?;
     // the distributional gate's text, seeded with the demo (the project's own licence)
     cfg.gate.text.get_or_insert_with(|| root.join("gate-text.txt"));
+    // error feedback's calibration text, seeded with the demo (never the gate's text); without
+    // a config file, the demo's shorter calibration
+    cfg.feedback.text.get_or_insert_with(|| root.join("calib-text.txt"));
+    // without a config file: the demo's shorter calibration, and the thresholds the README
+    // justifies (enforced: the zoo and the gate logs show them)
+    if cfg.source.is_none() {
+        cfg.feedback.chunks = DEMO_CALIB_CHUNKS;
+        let t = DEMO_THRESHOLDS;
+        cfg.gate.kld_max.get_or_insert(t.0);
+        cfg.gate.top1_min.get_or_insert(t.1);
+        cfg.gate.ppl_ratio_max.get_or_insert(t.2);
+    }
     Ok(cfg)
 }
 

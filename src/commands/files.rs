@@ -32,9 +32,11 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             }
         },
         allow_keep: a.keep,
-        feedback: a.calib_text.clone().map(|text| crate::dataplane::encode::feedback::FeedbackOptions {
+        // an empty --calib-text (the cloud build's `_CALIB_TEXT` switched off) encodes without
+        feedback: a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| crate::dataplane::encode::feedback::FeedbackOptions {
             text,
             chunks: a.calib_chunks,
+            inputs: crate::dataplane::encode::feedback::Inputs::parse(&a.calib_inputs).unwrap_or(crate::dataplane::encode::feedback::Inputs::F16),
         }),
         quiet: a.quiet,
     };

@@ -135,6 +135,7 @@ impl Campaign {
             hf_dir: cfg.hf_dir.clone(),
             calib_text: cfg.calib_text.clone(),
             gate_text: cfg.gate.text.clone().or(cfg.calib_text.clone()),
+            feedback_text: cfg.feedback.text.clone().or(cfg.calib_text.clone()),
         };
         Campaign {
             gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
@@ -251,6 +252,7 @@ impl Campaign {
                     self.cfg.search,
                     self.cfg.ppl_max,
                     &self.cfg.gate,
+                    &self.cfg.feedback,
                 )?;
                 Ok(BuildSpec {
                     kind: BuildKind::Encode,

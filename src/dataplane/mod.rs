@@ -6,6 +6,7 @@
 //! - [`encode`]: the encoder core (`--encode`), with [`progress`] for its terminal
 //! - [`gate`]: the native forward pass and the gate over it
 //! - [`convert`], [`inspect`]: the local feeder's f16 step and file summaries
+//! - [`linalg`]: GEMM, second moments and their factor (faer) for the forward pass and feedback
 
 pub mod codec;
 pub mod convert;
@@ -14,4 +15,5 @@ pub mod gate;
 pub mod gguf;
 pub mod imatrix;
 pub mod inspect;
+pub mod linalg;
 pub mod progress;

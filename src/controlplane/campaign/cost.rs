@@ -41,6 +41,13 @@ pub fn gate_hours(params_b: f64, c: &CostConfig) -> f64 {
     c.gate_model_tokens * c.gate_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
 }
 
+/// Hours of the encode build's error feedback (its calibration run layer by layer: forward
+/// stages, moments, factors, lazy-batch updates) over the configured calibration tokens, at
+/// the measured core-seconds per token per B, on the machine's vCPUs; 0 with feedback off.
+pub fn feedback_hours(params_b: f64, c: &CostConfig) -> f64 {
+    c.feedback_tokens * c.feedback_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
+}
+
 /// Whether a model's estimate includes the IQ-ladder feeder: only AUTO-FEED models are ever
 /// fed, and only while their f16 truth or imatrix is missing (`minted`: both present); a HOLD
 /// model with a Hugging Face source is counted as it would be once released (HOLD models are
@@ -72,7 +79,7 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
         };
     }
     let scale = e.params_b / 7.0;
-    let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c);
+    let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c) + feedback_hours(e.params_b, c);
     let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
@@ -165,8 +172,9 @@ pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds
     let mut out = c.clone();
     if let Some(h) = per_7b(BuildKind::Encode) {
         out.encode_hours_per_7b = h;
-        // measured builds ran their gate: its allowance is inside the figure now
+        // measured builds ran their gate and their feedback: both are inside the figure now
         out.gate_model_tokens = 0.0;
+        out.feedback_tokens = 0.0;
     }
     if let Some(h) = per_7b(BuildKind::Feeder) {
         out.ladder_hours_per_7b = h;
@@ -279,7 +287,12 @@ mod tests {
     #[test]
     fn linear_in_params_with_flags_for_big_models() {
         // the legacy encoder's hours, which the timeouts were made for
-        let c = CostConfig { encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
+        let c = CostConfig {
+            encode_hours_per_7b: 10.0,
+            gate_model_tokens: 0.0,
+            feedback_tokens: 0.0,
+            ..Default::default()
+        };
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
         assert!((a.encode_h - 10.0).abs() < 1e-9 && a.ladder_h == 0.0);
         assert!((a.usd - 10.0 * 60.0 * 0.064).abs() < 1e-9);
@@ -295,7 +308,8 @@ mod tests {
         // every timeout
         let d = CostConfig::default();
         let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &d);
-        assert!((z.encode_h - 5.0 - gate_hours(70.0, &d)).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
+        let extra = gate_hours(70.0, &d) + feedback_hours(70.0, &d);
+        assert!((z.encode_h - 5.0 - extra).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
     }
 
     #[test]
@@ -308,7 +322,16 @@ mod tests {
         let h = gate_hours(7.0, &c);
         assert!((h - 16384.0 * 0.06 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{h}");
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
-        assert!((a.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{a:?}");
+        let fb = feedback_hours(7.0, &c);
+        assert!((a.encode_h - (c.encode_hours_per_7b + h + fb)).abs() < 1e-12, "{a:?}");
+        // error feedback: 512 × 16 calibration tokens × 0.15 core-s per token per B × 7 B / 32
+        assert!((fb - 8192.0 * 0.15 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{fb}");
+        let off = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[feedback]\nenabled = false\n")
+            .unwrap()
+            .resolve(&Default::default(), None)
+            .unwrap()
+            .cost;
+        assert_eq!(feedback_hours(7.0, &off), 0.0, "no feedback, no hours");
         // the [gate] section sets the tokens: twice the chunks, twice the allowance
         let raw = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[gate]\nchunks = 32\n").unwrap();
         let k = raw.resolve(&Default::default(), None).unwrap().cost;
@@ -339,7 +362,13 @@ mod tests {
 
     #[test]
     fn serial_is_sum_parallel_is_makespan() {
-        let c = CostConfig { parallel: 2, encode_hours_per_7b: 10.0, gate_model_tokens: 0.0, ..Default::default() };
+        let c = CostConfig {
+            parallel: 2,
+            encode_hours_per_7b: 10.0,
+            gate_model_tokens: 0.0,
+            feedback_tokens: 0.0,
+            ..Default::default()
+        };
         let q = vec![
             e("a", 7.0, Tag::ReadyNow),
             e("b", 14.0, Tag::AutoFeed),
@@ -419,6 +448,7 @@ mod tests {
                 encode_hours_per_7b: c.encode_hours_per_7b,
                 ladder_hours_per_7b: c.ladder_hours_per_7b,
                 gate_model_tokens: c.gate_model_tokens,
+                feedback_tokens: c.feedback_tokens,
                 ..k.clone()
             },
             c

@@ -2,7 +2,7 @@
 //! IQ-ladder feeder), with every value checked shell-safe.
 
 use super::queue::Entry;
-use crate::config::GateConfig;
+use crate::config::{FeedbackConfig, GateConfig};
 use crate::controlplane::backend::store::keys;
 use crate::dataplane::gate::qspec::{GateCase, QSpec};
 use std::collections::BTreeMap;
@@ -17,8 +17,9 @@ pub enum ParamsError {
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
-/// 16 chunks, no thresholds).
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 24] = [
+/// 16 chunks, no thresholds). Error feedback is on: `_CALIB_TEXT` names the image's
+/// calibration text (empty: encode without feedback).
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 26] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -43,6 +44,8 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 24] = [
     ("_KLD_MAX", ""),
     ("_TOP1_MIN", ""),
     ("_PPL_RATIO_MAX", ""),
+    ("_CALIB_TEXT", crate::config::IMAGE_CALIB_TEXT),
+    ("_CALIB_CHUNKS", "16"),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
@@ -86,6 +89,7 @@ pub fn encode_params(
     search: u8,
     ppl_max: Option<f64>,
     gate: &GateConfig,
+    feedback: &FeedbackConfig,
 ) -> Result<BTreeMap<String, String>, ParamsError> {
     let id = &e.id;
     let toks: Vec<String> = q.prompt_tokens.iter().map(|t| t.to_string()).collect();
@@ -115,6 +119,10 @@ pub fn encode_params(
         ("_KLD_MAX", opt(gate.kld_max)),
         ("_TOP1_MIN", opt(gate.top1_min)),
         ("_PPL_RATIO_MAX", opt(gate.ppl_ratio_max)),
+        // error feedback: the calibration text inside the build's image (the local runner
+        // reads its configured text instead); empty when [feedback] enabled = false
+        ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
+        ("_CALIB_CHUNKS", feedback.chunks.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -189,7 +197,16 @@ mod tests {
     #[test]
     fn qwen_defaults_are_preserved_by_the_mapping() {
         let b = Buckets { gcs: "kaiju-truth", r2: "kaiju-knots" };
-        let m = encode_params(&entry("qwen2.5-7b"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
+        let m = encode_params(
+            &entry("qwen2.5-7b"),
+            &qspec(),
+            &b,
+            0,
+            None,
+            &GateConfig::default(),
+            &FeedbackConfig::default(),
+        )
+        .unwrap();
         assert_eq!(m.len(), QWEN25_7B_DEFAULTS.len());
         for (k, v) in QWEN25_7B_DEFAULTS {
             match k {
@@ -204,20 +221,28 @@ mod tests {
     #[test]
     fn unsafe_values_are_refused_and_formats_render() {
         let b = Buckets { gcs: "bucket;rm -rf", r2: "r2" };
-        let e = encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap_err().to_string();
+        let e = encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("_F16_URI"), "{e}");
         let b = Buckets { gcs: "g", r2: "r2" };
-        let m = encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5), &GateConfig::default()).unwrap();
+        let m =
+            encode_params(&entry("x"), &qspec(), &b, 0, Some(20.5), &GateConfig::default(), &FeedbackConfig::default())
+                .unwrap();
         assert!(render(&m, Format::Shell).contains("export _PPL_MAX='20.5'\n"));
         let g = render(&m, Format::GcloudSubst);
         assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
         // the queue's q=, mix= and bpw= reach the encode step
         let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), bpw: Some(2.6), ..entry("x") };
-        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default()).unwrap();
+        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default()).unwrap();
         assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
         assert_eq!(m["_BPW"], "2.6");
-        assert_eq!(encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default()).unwrap()["_BPW"], "");
+        assert_eq!(
+            encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default())
+                .unwrap()["_BPW"],
+            ""
+        );
     }
 }
 

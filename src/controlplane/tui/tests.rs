@@ -331,9 +331,12 @@ fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
 fn a_build_in_flight_has_its_time_left_or_overdue() {
     let mut a = app();
     // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s, plus
-    // its gate's allowance; it started 650 s ago
-    let gate_s = crate::controlplane::campaign::cost::gate_hours(0.49, &crate::config::CostConfig::default()) * 3600.0;
-    assert!(gate_s > 10.0 && gate_s < 20.0, "{gate_s}");
+    // its gate's and its error feedback's allowances; it started 650 s ago
+    let c = crate::config::CostConfig::default();
+    let gate_s = (crate::controlplane::campaign::cost::gate_hours(0.49, &c)
+        + crate::controlplane::campaign::cost::feedback_hours(0.49, &c))
+        * 3600.0;
+    assert!(gate_s > 10.0 && gate_s < 40.0, "{gate_s}");
     let b = building("qwen2.5-0.5b", BuildKind::Encode, "encode");
     assert!((a.remaining(&b) - (126.0 + gate_s - 650.0)).abs() < 1e-6, "{}", a.remaining(&b));
     a.now = NOW - 600.0; // 50 s in
@@ -344,9 +347,9 @@ fn a_build_in_flight_has_its_time_left_or_overdue() {
         format!("{:?}", t.backend().buffer())
     };
     // (the estimate is a hair under 126 s in floating point; whole seconds are shown)
-    assert!(text(&a).contains("50s elapsed · ~1m31s left"), "{}", text(&a));
+    assert!(text(&a).contains("50s elapsed · ~1m49s left"), "{}", text(&a));
     a.now = NOW;
-    assert!(text(&a).contains("10m50s elapsed · 8m28s overdue"), "{}", text(&a));
+    assert!(text(&a).contains("10m50s elapsed · 8m10s overdue"), "{}", text(&a));
 }
 
 #[test]

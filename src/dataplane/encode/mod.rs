@@ -5,6 +5,7 @@ use crate::dataplane::codec::kaiju1::{self, EncodeOptions, ErrStats};
 use crate::dataplane::gguf::{dequant, Gguf, GgufWriter, TensorInfo, TensorPlan, TypeId, Value};
 use crate::dataplane::imatrix::Imatrix;
 use crate::dataplane::progress::Progress;
+use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -432,7 +433,7 @@ fn write_tensors(
     im: &Imatrix,
     base: &Gguf,
     resolved: &Resolved,
-    factors: Option<&feedback::Factors>,
+    mut calib: Option<&mut feedback::Calibration>,
 ) -> Result<Written, EncodeError> {
     let choice_of = |name: &str| resolved.choices.get(name).copied();
     let plans: Vec<TensorPlan> = base
@@ -487,6 +488,7 @@ fn write_tensors(
     let mut copied = Vec::new();
     let mut total = ErrStats::default();
     let mut enc_secs = 0f64;
+    let mut ready: HashMap<String, (Vec<u8>, ErrStats, f64)> = HashMap::new();
     for bt in &base.tensors {
         let Some(choice) = choice_of(&bt.name) else {
             w.write_tensor(&bt.name, base.data(bt))?;
@@ -495,18 +497,34 @@ fn write_tensors(
         };
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
         let t1 = Instant::now();
-        let st = match choice {
-            Choice::Kaiju(variant) => {
-                let u = factors.and_then(|f| f.for_weight(&bt.name));
-                encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, u, &mut w, &mut prog)?
+        let fed_layer = calib.as_ref().and_then(|c| c.covers(&bt.name)).map(|(l, _)| l);
+        let (st, secs) = match (calib.as_deref_mut(), fed_layer) {
+            (Some(c), Some(l)) => {
+                // layer by layer: every matmul of the layers up to this one's is encoded with
+                // feedback and held until the writer reaches it
+                while c.layers().1 <= l {
+                    c.run_layer(&mut |name, u, n| {
+                        encode_fed(job, f16, im, base, resolved, name, u, n, &mut ready, &mut prog)
+                    })?;
+                }
+                let (bytes, st, secs) = ready.remove(&bt.name).expect("encoded with its layer");
+                w.write_tensor(&bt.name, &bytes)?;
+                (st, secs)
             }
-            Choice::Keep => {
-                w.write_tensor(&bt.name, base.data(bt))?;
-                prog.advance(bt.n_elements(), &bt.name);
-                alloc::kept_error(f16, ft, im, base, bt)?
+            _ => {
+                let st = match choice {
+                    Choice::Kaiju(variant) => {
+                        encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
+                    }
+                    Choice::Keep => {
+                        w.write_tensor(&bt.name, base.data(bt))?;
+                        prog.advance(bt.n_elements(), &bt.name);
+                        alloc::kept_error(f16, ft, im, base, bt)?
+                    }
+                };
+                (st, t1.elapsed().as_secs_f64())
             }
         };
-        let secs = t1.elapsed().as_secs_f64();
         enc_secs += secs;
         total.add(&st);
         let sampled = resolved.sampled.get(&bt.name);
@@ -549,13 +567,8 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let base = Gguf::open(&job.base)?;
     let selected = plan_encode(&f16, &im, &base)?;
     let resolved = resolve(job, &f16, &im, &base, &selected)?;
-    let (factors, feedback) = match &job.feedback {
-        Some(o) => {
-            let (f, r) = feedback::prepare(&f16, o)?;
-            (Some(f), Some(r))
-        }
-        None => (None, None),
-    };
+    // the calibration text is read, tokenized and embedded before any output is written
+    let mut calib = job.feedback.as_ref().map(|o| feedback::Calibration::new(&f16, o)).transpose()?;
 
     // The inputs are hashed on a thread of their own while the tensors are encoded (a 70B
     // f16 truth takes minutes to hash); the header holds placeholders of the hashes' length
@@ -563,7 +576,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let stop = AtomicBool::new(false);
     let (written, sources) = std::thread::scope(|scope| {
         let hashing = scope.spawn(|| hash_sources(job, &stop));
-        let written = write_tensors(job, &f16, &im, &base, &resolved, factors.as_ref());
+        let written = write_tensors(job, &f16, &im, &base, &resolved, calib.as_mut());
         if written.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -590,7 +603,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         modulus: job.opts.variant.q,
         mix: job.mix.to_string(),
         allocation: resolved.report,
-        feedback,
+        feedback: calib.as_ref().map(|c| c.report()),
         totals: Totals {
             encoded_tensors: encoded.len(),
             copied_tensors: copied.len(),
@@ -617,56 +630,103 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     Ok(tel)
 }
 
-/// Encode one tensor in row chunks (bounded memory) and stream it to the writer; with `u`
-/// (the factor of its input's second moments, `feedback`) each row carries its blocks' errors
-/// onto the columns after them.
+/// Row `row` of `ft` as f32 into `buf`; a weight that is not finite is an error naming it.
+fn load_row(f16: &Gguf, ft: &TensorInfo, row: usize, buf: &mut [f32]) -> Result<(), EncodeError> {
+    let ne0 = ft.ne0() as usize;
+    let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
+    dequant::rows_to_f32(ft.ty, &f16.data(ft)[row * src_row..(row + 1) * src_row], ne0, buf)?;
+    match buf.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(col) => {
+            Err(EncodeError::NonFinite { path: f16.path.clone(), tensor: ft.name.clone(), row, col, value: buf[col] })
+        }
+    }
+}
+
+/// Each row's importances (one prepared vector per expert matrix) and the rows per matrix.
+fn importances(im: &Imatrix, ft: &TensorInfo) -> (Vec<Vec<f32>>, usize) {
+    let ne0 = ft.ne0() as usize;
+    let rows = ft.n_rows() as usize;
+    let entry = im.for_tensor(&ft.name, ne0).expect("checked by plan_encode");
+    let rows_per_mat = if entry.n_mat > 1 { rows / entry.n_mat } else { rows };
+    ((0..entry.n_mat).map(|m| prepare_importance(entry.matrix(m))).collect(), rows_per_mat)
+}
+
+/// Encode one tensor in row chunks (bounded memory) and stream it to the writer.
 fn encode_one(
     f16: &Gguf,
     ft: &TensorInfo,
     im: &Imatrix,
     opts: EncodeOptions,
-    u: Option<(usize, &[f64])>,
     w: &mut GgufWriter,
     prog: &mut Progress,
 ) -> Result<ErrStats, EncodeError> {
     let ne0 = ft.ne0() as usize;
     let rows = ft.n_rows() as usize;
-    let entry = im.for_tensor(&ft.name, ne0).expect("checked by plan_encode");
-    let rows_per_mat = if entry.n_mat > 1 { rows / entry.n_mat } else { rows };
-    let imps: Vec<Vec<f32>> = (0..entry.n_mat).map(|m| prepare_importance(entry.matrix(m))).collect();
-    let src = f16.data(ft);
-    let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
+    let (imps, rows_per_mat) = importances(im, ft);
     let chunk_rows = ((1usize << 22) / ne0).max(1);
     let mut st = ErrStats::default();
     for r0 in (0..rows).step_by(chunk_rows) {
         let nr = chunk_rows.min(rows - r0);
         // each row is converted from the source type on the thread that encodes it
-        let load = |r: usize, buf: &mut [f32]| -> Result<(), EncodeError> {
-            let row = r0 + r;
-            dequant::rows_to_f32(ft.ty, &src[row * src_row..(row + 1) * src_row], ne0, buf)?;
-            match buf.iter().position(|v| !v.is_finite()) {
-                None => Ok(()),
-                Some(col) => Err(EncodeError::NonFinite {
-                    path: f16.path.clone(),
-                    tensor: ft.name.clone(),
-                    row,
-                    col,
-                    value: buf[col],
-                }),
-            }
-        };
+        let load = |r: usize, buf: &mut [f32]| load_row(f16, ft, r0 + r, buf);
         let imp = |r: usize| imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)].as_slice();
-        let (bytes, s) = match u {
-            Some((n, u)) if n == ne0 => kaiju1::encode_rows_by(nr, ne0, opts.variant, load, |r, w, o| {
-                kaiju1::encode_row_feedback(w, u, imp(r), opts, o)
-            })?,
-            _ => kaiju1::encode_rows(nr, ne0, load, imp, opts)?,
-        };
+        let (bytes, s) = kaiju1::encode_rows(nr, ne0, load, imp, opts)?;
         w.write_part(&bytes)?;
         st.add(&s);
         prog.advance((nr * ne0) as u64, &ft.name);
     }
     Ok(st)
+}
+
+/// The calibration's encoder (`feedback::Calibration::run_layer`): tensor `name` as its
+/// choice says, with feedback through `u` (n × n) when it is a KAIJU1 variant; its bytes,
+/// statistics and seconds go to `ready` until the writer reaches it, its reconstruction back
+/// to the calibration.
+#[allow(clippy::too_many_arguments)]
+fn encode_fed(
+    job: &EncodeJob,
+    f16: &Gguf,
+    im: &Imatrix,
+    base: &Gguf,
+    resolved: &Resolved,
+    name: &str,
+    u: &[f32],
+    n: usize,
+    ready: &mut HashMap<String, (Vec<u8>, ErrStats, f64)>,
+    prog: &mut Progress,
+) -> Result<feedback::Encoded, EncodeError> {
+    let Some(&choice) = resolved.choices.get(name) else {
+        return Ok(feedback::Encoded::Untouched);
+    };
+    let t0 = Instant::now();
+    let ft = f16.tensor(name).expect("checked by plan_encode");
+    let bt = base.tensor(name).expect("selected from the base knot");
+    let (ne0, rows) = (ft.ne0() as usize, ft.n_rows() as usize);
+    if ne0 != n {
+        return Err(EncodeError::Mismatch(vec![format!(
+            "{name}: {ne0} columns, but the forward pass feeds it {n}-wide inputs"
+        )]));
+    }
+    let (bytes, st, back) = match choice {
+        Choice::Kaiju(variant) => {
+            let mut orig = vec![0f32; rows * ne0];
+            orig.par_chunks_mut(ne0).enumerate().try_for_each(|(r, buf)| load_row(f16, ft, r, buf))?;
+            let mut work = orig.clone();
+            let (imps, rows_per_mat) = importances(im, ft);
+            let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
+            let opts = EncodeOptions { variant, ..job.opts };
+            let (bytes, st) = kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, imp, opts, kaiju1::BATCH_COLS);
+            (bytes, st, work)
+        }
+        Choice::Keep => {
+            let back = dequant::to_f32_vec(bt.ty, base.data(bt), ne0, rows * ne0)?;
+            (base.data(bt).to_vec(), alloc::kept_error(f16, ft, im, base, bt)?, back)
+        }
+    };
+    prog.advance(bt.n_elements(), name);
+    ready.insert(name.to_string(), (bytes, st, t0.elapsed().as_secs_f64()));
+    Ok(feedback::Encoded::Reconstruction(back))
 }
 
 #[cfg(test)]

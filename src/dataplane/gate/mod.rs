@@ -4,7 +4,6 @@
 //! agreement, perplexity ratio, with optional thresholds); optional ctx-128 perplexity.
 
 pub mod imatrix_calc;
-pub mod matmul;
 pub mod model;
 pub mod qspec;
 pub mod quality;

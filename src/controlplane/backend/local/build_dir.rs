@@ -21,6 +21,10 @@ pub struct LocalStores {
     /// /calib/ppl.txt): `[gate] text`, else `calib_text`.
     #[serde(default)]
     pub gate_text: Option<PathBuf>,
+    /// The calibration text of the encode's error feedback (the cloud build's
+    /// /calib/calib.txt): `[feedback] text`, else `calib_text`. Never the gate's text.
+    #[serde(default)]
+    pub feedback_text: Option<PathBuf>,
 }
 
 pub fn write_status(dir: &Path, info: &BuildInfo) -> std::io::Result<()> {

@@ -186,7 +186,7 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
             .map_err(|e| format!("_MIX: {e}"))?,
         budget,
         allow_keep: false,
-        feedback: None,
+        feedback: feedback_options(cx)?,
         quiet: true,
     };
     let t = crate::dataplane::encode::run(&job).map_err(|e| e.to_string())?;
@@ -200,6 +200,56 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
         tt.weights_per_core_second / 1e6
     ));
     Ok(())
+}
+
+/// Error feedback as the substitutions ask for it (`_CALIB_TEXT` non-empty: on), over the
+/// configured calibration text, which must exist and must not be the gate's text.
+fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::feedback::FeedbackOptions>, String> {
+    use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
+    if cx.spec.substitutions.get("_CALIB_TEXT").is_none_or(|s| s.trim().is_empty()) {
+        cx.line("encode: error feedback is off (_CALIB_TEXT is empty)");
+        return Ok(None);
+    }
+    let chunks = match cx.spec.substitutions.get("_CALIB_CHUNKS").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => crate::dataplane::encode::feedback::DEFAULT_CHUNKS,
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| format!("_CALIB_CHUNKS={c}: expected a whole number of chunks, at least 1"))?,
+    };
+    // the configured text, else the one the repository ships, written into the workspace
+    let text = match cx.stores.feedback_text.clone() {
+        Some(t) => t,
+        None => {
+            let t = cx.ws.join("feedback-calib.txt");
+            crate::fsutil::write_atomic(&t, crate::dataplane::encode::feedback::SHIPPED_TEXT.as_bytes())
+                .map_err(|e| format!("{}: {e}", t.display()))?;
+            t
+        }
+    };
+    if let Some(gate) = &cx.stores.gate_text {
+        if same_text(&text, gate) {
+            return Err(format!(
+                "the calibration text {} is the gate's text {}: a knot calibrated on the text it is scored on would \
+                 flatter its gate; set [feedback] text to another text",
+                text.display(),
+                gate.display()
+            ));
+        }
+    }
+    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens)", text.display()));
+    Ok(Some(FeedbackOptions { text, chunks, inputs: Inputs::F16 }))
+}
+
+/// Whether two paths hold the same text: the same file, or the same bytes.
+pub fn same_text(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) if x.dev() == y.dev() && x.ino() == y.ino() => true,
+        (Ok(x), Ok(y)) if x.len() == y.len() => std::fs::read(a).ok() == std::fs::read(b).ok(),
+        _ => false,
+    }
 }
 
 fn step_gate(cx: &mut Ctx) -> Result<(), String> {

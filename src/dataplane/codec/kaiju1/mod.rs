@@ -8,7 +8,7 @@ use half::f16;
 use rayon::prelude::*;
 
 mod feedback;
-pub use feedback::encode_row_feedback;
+pub use feedback::{encode_tensor_feedback, BATCH_COLS};
 
 pub const VERSION: u32 = 1;
 pub const BLOCK: usize = N;
@@ -584,8 +584,7 @@ where
     encode_rows_by(rows, ne0, opts.variant, load_row, |r, w, o| encode_row(w, imp_for_row(r), opts, o))
 }
 
-/// [`encode_rows`] with any row encoder `enc(r, row, out)`: [`encode_row_feedback`] with its
-/// factor, for one.
+/// [`encode_rows`] with any row encoder `enc(r, row, out)`.
 pub fn encode_rows_by<E, L, R>(
     rows: usize,
     ne0: usize,

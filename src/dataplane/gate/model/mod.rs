@@ -12,6 +12,7 @@ mod hparams;
 mod ops;
 
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
+use crate::dataplane::linalg;
 pub use hparams::{Act, Config, Rope, SUPPORTED};
 use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rope_table, softcap, Attn};
 use rayon::prelude::*;
@@ -82,61 +83,98 @@ impl<'a> Weight<'a> {
         }
     }
 
-    /// out[t·rows + r] = Σ_c W[r, c] · x[t·cols + c] for T = x.len() / cols tokens.
+    /// A weight held as f32 (an encoded tensor's reconstruction, for one).
+    pub fn dense(rows: usize, cols: usize, values: Vec<f32>) -> Weight<'static> {
+        assert_eq!(values.len(), rows * cols, "a dense weight holds rows × cols values");
+        Weight { rows, cols, repr: Repr::Dense(values) }
+    }
+
+    /// out[t·rows + r] = Σ_c W[r, c] · x[t·cols + c] for T = x.len() / cols tokens: one GEMM
+    /// (`linalg::matmul_nt`) over every token; a weight kept in its file's form is decoded
+    /// a chunk of rows at a time (on every core) and multiplied chunk by chunk.
     pub fn matmul(&self, x: &[f32], out: &mut [f32]) {
-        let t_n = x.len() / self.cols;
-        const CH: usize = 32;
-        let cols = self.cols;
-        let rows = self.rows;
-        // compute per row-chunk a [CH × T] block, then scatter
-        let blocks: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(CH))
-            .into_par_iter()
-            .map(|c| {
-                let r0 = c * CH;
-                let nr = CH.min(rows - r0);
-                let mut tmp;
-                let wchunk: &[f32] = match &self.repr {
-                    Repr::Dense(v) => &v[r0 * cols..(r0 + nr) * cols],
-                    Repr::Raw { ty, bytes, row_bytes } => {
-                        tmp = vec![0f32; nr * cols];
-                        dequant::rows_to_f32(*ty, &bytes[r0 * row_bytes..(r0 + nr) * row_bytes], cols, &mut tmp)
-                            .expect("rows decode (checked at load)");
-                        &tmp
-                    }
-                };
-                let mut res = vec![0f32; nr * t_n];
-                super::matmul::block(wchunk, x, cols, &mut res);
-                (r0, res)
-            })
-            .collect();
-        for (r0, res) in blocks {
-            let nr = res.len() / t_n.max(1);
-            for r in 0..nr {
-                for t in 0..t_n {
-                    out[t * rows + r0 + r] = res[r * t_n + t];
+        let (rows, cols) = (self.rows, self.cols);
+        match &self.repr {
+            Repr::Dense(v) => linalg::matmul_nt(out, rows, x, v, cols, false),
+            Repr::Raw { ty, bytes, row_bytes } => {
+                let chunk = ((1usize << 22) / cols.max(1)).clamp(64, rows.max(64));
+                let mut tmp = vec![0f32; chunk.min(rows) * cols];
+                for r0 in (0..rows).step_by(chunk) {
+                    let nr = chunk.min(rows - r0);
+                    let w = &mut tmp[..nr * cols];
+                    w.par_chunks_mut(cols).enumerate().for_each(|(r, dst)| {
+                        let src = &bytes[(r0 + r) * row_bytes..(r0 + r + 1) * row_bytes];
+                        dequant::rows_to_f32(*ty, src, cols, dst).expect("rows decode (checked at load)");
+                    });
+                    linalg::matmul_nt(&mut out[r0..], rows, x, w, cols, false);
                 }
             }
         }
     }
 }
 
+/// The seven matmuls of a layer, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Proj {
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+    Down,
+}
+
+impl Proj {
+    pub const ALL: [Proj; 7] = [Proj::Q, Proj::K, Proj::V, Proj::O, Proj::Gate, Proj::Up, Proj::Down];
+    /// The matmuls grouped by the input they read (q/k/v one, gate/up another), in order.
+    pub const BY_INPUT: [&'static [Proj]; 4] =
+        [&[Proj::Q, Proj::K, Proj::V], &[Proj::O], &[Proj::Gate, Proj::Up], &[Proj::Down]];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            Proj::Q => "attn_q",
+            Proj::K => "attn_k",
+            Proj::V => "attn_v",
+            Proj::O => "attn_output",
+            Proj::Gate => "ffn_gate",
+            Proj::Up => "ffn_up",
+            Proj::Down => "ffn_down",
+        }
+    }
+
+    /// The tensor's name in layer `l`.
+    pub fn tensor(self, l: usize) -> String {
+        format!("blk.{l}.{}.weight", self.kind())
+    }
+}
+
+/// Hidden states of a batch of token sequences of one length, all positions (T × n_embd,
+/// T = sequences × `len`): the layer-by-layer interface (`Model::embed`, the `Model::layer_*`
+/// stages) that the encoder's calibration drives one layer at a time.
+pub struct Batch {
+    pub x: Vec<f32>,
+    pub len: usize,
+}
+
+impl Batch {
+    pub fn tokens(&self, n_embd: usize) -> usize {
+        self.x.len() / n_embd
+    }
+}
+
 struct Layer<'a> {
     attn_norm: Vec<f32>,
-    wq: Weight<'a>,
-    wk: Weight<'a>,
-    wv: Weight<'a>,
+    /// the seven matmuls, indexed by `Proj as usize`
+    w: [Weight<'a>; 7],
     bq: Option<Vec<f32>>,
     bk: Option<Vec<f32>>,
     bv: Option<Vec<f32>>,
     q_norm: Option<Vec<f32>>,
     k_norm: Option<Vec<f32>>,
-    wo: Weight<'a>,
     attn_post_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
     ffn_post_norm: Option<Vec<f32>>,
-    w_gate: Weight<'a>,
-    w_up: Weight<'a>,
-    w_down: Weight<'a>,
 }
 
 pub struct Model<'a> {
@@ -194,23 +232,29 @@ impl<'a> Model<'a> {
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for l in 0..cfg.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}");
+            let shape = |p: Proj| match p {
+                Proj::Q => (q, n_embd),
+                Proj::K | Proj::V => (kv, n_embd),
+                Proj::O => (n_embd, q),
+                Proj::Gate | Proj::Up => (cfg.n_ff, n_embd),
+                Proj::Down => (n_embd, cfg.n_ff),
+            };
+            let mut ws = Vec::with_capacity(7);
+            for p in Proj::ALL {
+                let (r, c) = shape(p);
+                ws.push(weight(&p.tensor(l), r, c)?);
+            }
             layers.push(Layer {
                 attn_norm: vec(&n("attn_norm.weight"))?,
-                wq: weight(&n("attn_q.weight"), q, n_embd)?,
-                wk: weight(&n("attn_k.weight"), kv, n_embd)?,
-                wv: weight(&n("attn_v.weight"), kv, n_embd)?,
+                w: ws.try_into().unwrap_or_else(|_| unreachable!("seven weights")),
                 bq: opt_vec(&n("attn_q.bias"))?,
                 bk: opt_vec(&n("attn_k.bias"))?,
                 bv: opt_vec(&n("attn_v.bias"))?,
                 q_norm: opt_vec(&n("attn_q_norm.weight"))?,
                 k_norm: opt_vec(&n("attn_k_norm.weight"))?,
-                wo: weight(&n("attn_output.weight"), n_embd, q)?,
                 attn_post_norm: opt_vec(&n("post_attention_norm.weight"))?,
                 ffn_norm: vec(&n("ffn_norm.weight"))?,
                 ffn_post_norm: opt_vec(&n("post_ffw_norm.weight"))?,
-                w_gate: weight(&n("ffn_gate.weight"), cfg.n_ff, n_embd)?,
-                w_up: weight(&n("ffn_up.weight"), cfg.n_ff, n_embd)?,
-                w_down: weight(&n("ffn_down.weight"), n_embd, cfg.n_ff)?,
             });
         }
         let output = match g.tensor("output.weight") {
@@ -261,88 +305,30 @@ impl<'a> Model<'a> {
         first: usize,
         obs: &mut dyn FnMut(&str, &[f32]),
     ) -> Result<Vec<f32>, ModelError> {
-        let c = &self.cfg;
         let t_n = tokens.len();
         if t_n == 0 || first >= t_n {
             return Err(ModelError::Empty);
         }
-        let d = c.n_embd;
-        let mut x = Vec::with_capacity(t_n * d);
-        for &tok in tokens {
-            if tok as usize >= c.n_vocab {
-                return Err(ModelError::Token(tok, c.n_vocab));
+        let mut b = self.embed(&[tokens])?;
+        for li in 0..self.layers.len() {
+            let own = |p: Proj| self.weight(li, p);
+            let h = self.layer_attn_in(li, &b);
+            for p in [Proj::Q, Proj::K, Proj::V] {
+                obs(&p.tensor(li), &h);
             }
-            x.extend(self.tok_embd.row(tok as usize));
+            let att = self.layer_attention(li, &h, b.len, &own);
+            obs(&Proj::O.tensor(li), &att);
+            let h = self.layer_attn_out(li, &mut b, &att, &own);
+            for p in [Proj::Gate, Proj::Up] {
+                obs(&p.tensor(li), &h);
+            }
+            let g = self.layer_ffn_act(li, &h, &own);
+            obs(&Proj::Down.tensor(li), &g);
+            self.layer_ffn_out(li, &mut b, &g, &own);
         }
-        if c.embd_scale != 1.0 {
-            x.iter_mut().for_each(|v| *v *= c.embd_scale);
-        }
-        let hd = c.head_dim;
-        let (nq, nkv) = (c.n_head * hd, c.n_head_kv * hd);
-        let ff = self.rope_freqs.as_deref();
-        let rope = rope_table(t_n, c.rope_dim, c.rope, ff);
-        let rope_swa = if c.rope_swa == c.rope { None } else { Some(rope_table(t_n, c.rope_dim, c.rope_swa, ff)) };
+        let (c, d) = (&self.cfg, self.cfg.n_embd);
         let mut h = vec![0f32; t_n * d];
-        let mut q = vec![0f32; t_n * nq];
-        let mut k = vec![0f32; t_n * nkv];
-        let mut v = vec![0f32; t_n * nkv];
-        let mut att = vec![0f32; t_n * nq];
-        let mut o = vec![0f32; t_n * d];
-        let mut g = vec![0f32; t_n * c.n_ff];
-        let mut u = vec![0f32; t_n * c.n_ff];
-        for (li, layer) in self.layers.iter().enumerate() {
-            let swa = c.swa_layers[li];
-            rms_norm(&x, &layer.attn_norm, c.eps, &mut h);
-            for n in ["attn_q", "attn_k", "attn_v"] {
-                obs(&format!("blk.{li}.{n}.weight"), &h);
-            }
-            layer.wq.matmul(&h, &mut q);
-            layer.wk.matmul(&h, &mut k);
-            layer.wv.matmul(&h, &mut v);
-            add_bias(&mut q, layer.bq.as_deref());
-            add_bias(&mut k, layer.bk.as_deref());
-            add_bias(&mut v, layer.bv.as_deref());
-            if let Some(w) = &layer.q_norm {
-                rms_norm_in_place(&mut q, w, c.eps);
-            }
-            if let Some(w) = &layer.k_norm {
-                rms_norm_in_place(&mut k, w, c.eps);
-            }
-            let tab = if swa { rope_swa.as_ref().unwrap_or(&rope) } else { &rope };
-            apply_rope(&mut q, c.n_head, hd, c.rope_dim, tab, c.rope_neox);
-            apply_rope(&mut k, c.n_head_kv, hd, c.rope_dim, tab, c.rope_neox);
-            let how = Attn {
-                n_head: c.n_head,
-                n_kv: c.n_head_kv,
-                hd,
-                scale: c.attn_scale,
-                softcap: c.attn_softcap,
-                window: if swa { c.window } else { None },
-            };
-            attention(&q, &k, &v, &how, &mut att);
-            obs(&format!("blk.{li}.attn_output.weight"), &att);
-            layer.wo.matmul(&att, &mut o);
-            if let Some(w) = &layer.attn_post_norm {
-                rms_norm_in_place(&mut o, w, c.eps);
-            }
-            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-            rms_norm(&x, &layer.ffn_norm, c.eps, &mut h);
-            obs(&format!("blk.{li}.ffn_gate.weight"), &h);
-            obs(&format!("blk.{li}.ffn_up.weight"), &h);
-            layer.w_gate.matmul(&h, &mut g);
-            layer.w_up.matmul(&h, &mut u);
-            match c.act {
-                Act::Silu => g.iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
-                Act::GeluTanh => g.iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_tanh(*a) * b),
-            }
-            obs(&format!("blk.{li}.ffn_down.weight"), &g);
-            layer.w_down.matmul(&g, &mut o);
-            if let Some(w) = &layer.ffn_post_norm {
-                rms_norm_in_place(&mut o, w, c.eps);
-            }
-            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-        }
-        rms_norm(&x, &self.out_norm, c.eps, &mut h);
+        rms_norm(&b.x, &self.out_norm, c.eps, &mut h);
         let hs: &[f32] = &h[first * d..];
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
         let mut logits = vec![0f32; hs.len() / d * out_w.rows];
@@ -351,5 +337,144 @@ impl<'a> Model<'a> {
             softcap(&mut logits, cap);
         }
         Ok(logits)
+    }
+
+    /// The layers.
+    pub fn n_layer(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Layer `li`'s matmul weight `p`, as the file holds it.
+    pub fn weight(&self, li: usize, p: Proj) -> &Weight<'a> {
+        &self.layers[li].w[p as usize]
+    }
+
+    /// The (scaled) token embeddings of sequences of one length.
+    pub fn embed(&self, seqs: &[&[u32]]) -> Result<Batch, ModelError> {
+        let c = &self.cfg;
+        let len = seqs.first().map_or(0, |s| s.len());
+        if len == 0 || seqs.iter().any(|s| s.len() != len) {
+            return Err(ModelError::Empty);
+        }
+        let mut x = Vec::with_capacity(seqs.len() * len * c.n_embd);
+        for &tok in seqs.iter().flat_map(|s| s.iter()) {
+            if tok as usize >= c.n_vocab {
+                return Err(ModelError::Token(tok, c.n_vocab));
+            }
+            x.extend(self.tok_embd.row(tok as usize));
+        }
+        if c.embd_scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= c.embd_scale);
+        }
+        Ok(Batch { x, len })
+    }
+
+    /// Stage 1 of layer `li`: the attention's input (the normed hidden states), what q/k/v read.
+    pub fn layer_attn_in(&self, li: usize, b: &Batch) -> Vec<f32> {
+        let mut h = vec![0f32; b.x.len()];
+        rms_norm(&b.x, &self.layers[li].attn_norm, self.cfg.eps, &mut h);
+        h
+    }
+
+    /// Stage 2: q/k/v by `w`'s weights, then attention within each sequence of `len` tokens:
+    /// the attention output's input (T × n_head·head_dim).
+    pub fn layer_attention<'w>(&self, li: usize, h: &[f32], len: usize, w: &dyn Fn(Proj) -> &'w Weight<'w>) -> Vec<f32>
+    where
+        'a: 'w,
+    {
+        let (c, layer) = (&self.cfg, &self.layers[li]);
+        let t_n = h.len() / c.n_embd;
+        let hd = c.head_dim;
+        let (nq, nkv) = (c.n_head * hd, c.n_head_kv * hd);
+        let mut q = vec![0f32; t_n * nq];
+        let mut k = vec![0f32; t_n * nkv];
+        let mut v = vec![0f32; t_n * nkv];
+        w(Proj::Q).matmul(h, &mut q);
+        w(Proj::K).matmul(h, &mut k);
+        w(Proj::V).matmul(h, &mut v);
+        add_bias(&mut q, layer.bq.as_deref());
+        add_bias(&mut k, layer.bk.as_deref());
+        add_bias(&mut v, layer.bv.as_deref());
+        if let Some(wn) = &layer.q_norm {
+            rms_norm_in_place(&mut q, wn, c.eps);
+        }
+        if let Some(wn) = &layer.k_norm {
+            rms_norm_in_place(&mut k, wn, c.eps);
+        }
+        let swa = c.swa_layers[li];
+        let ff = self.rope_freqs.as_deref();
+        let tab = rope_table(len, c.rope_dim, if swa { c.rope_swa } else { c.rope }, ff);
+        let how = Attn {
+            n_head: c.n_head,
+            n_kv: c.n_head_kv,
+            hd,
+            scale: c.attn_scale,
+            softcap: c.attn_softcap,
+            window: if swa { c.window } else { None },
+        };
+        let mut att = vec![0f32; t_n * nq];
+        for s in 0..t_n / len.max(1) {
+            let (qs, ks) = (s * len * nq..(s + 1) * len * nq, s * len * nkv..(s + 1) * len * nkv);
+            apply_rope(&mut q[qs.clone()], c.n_head, hd, c.rope_dim, &tab, c.rope_neox);
+            apply_rope(&mut k[ks.clone()], c.n_head_kv, hd, c.rope_dim, &tab, c.rope_neox);
+            attention(&q[qs.clone()], &k[ks.clone()], &v[ks], &how, &mut att[qs]);
+        }
+        att
+    }
+
+    /// Stage 3: the attention output by `w`'s weight added to the hidden states, and the
+    /// FFN's input (normed), what gate/up read.
+    pub fn layer_attn_out<'w>(
+        &self,
+        li: usize,
+        b: &mut Batch,
+        att: &[f32],
+        w: &dyn Fn(Proj) -> &'w Weight<'w>,
+    ) -> Vec<f32>
+    where
+        'a: 'w,
+    {
+        let (c, layer) = (&self.cfg, &self.layers[li]);
+        let mut o = vec![0f32; b.x.len()];
+        w(Proj::O).matmul(att, &mut o);
+        if let Some(wn) = &layer.attn_post_norm {
+            rms_norm_in_place(&mut o, wn, c.eps);
+        }
+        b.x.iter_mut().zip(&o).for_each(|(a, v)| *a += v);
+        rms_norm(&b.x, &layer.ffn_norm, c.eps, &mut o);
+        o
+    }
+
+    /// Stage 4: gate/up by `w`'s weights and the activation: what ffn_down reads.
+    pub fn layer_ffn_act<'w>(&self, li: usize, h: &[f32], w: &dyn Fn(Proj) -> &'w Weight<'w>) -> Vec<f32>
+    where
+        'a: 'w,
+    {
+        let _ = li;
+        let c = &self.cfg;
+        let t_n = h.len() / c.n_embd;
+        let mut g = vec![0f32; t_n * c.n_ff];
+        let mut u = vec![0f32; t_n * c.n_ff];
+        w(Proj::Gate).matmul(h, &mut g);
+        w(Proj::Up).matmul(h, &mut u);
+        match c.act {
+            Act::Silu => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
+            Act::GeluTanh => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_tanh(*a) * b),
+        }
+        g
+    }
+
+    /// Stage 5: ffn_down by `w`'s weight added to the hidden states: the next layer's input.
+    pub fn layer_ffn_out<'w>(&self, li: usize, b: &mut Batch, g: &[f32], w: &dyn Fn(Proj) -> &'w Weight<'w>)
+    where
+        'a: 'w,
+    {
+        let (c, layer) = (&self.cfg, &self.layers[li]);
+        let mut o = vec![0f32; b.x.len()];
+        w(Proj::Down).matmul(g, &mut o);
+        if let Some(wn) = &layer.ffn_post_norm {
+            rms_norm_in_place(&mut o, wn, c.eps);
+        }
+        b.x.iter_mut().zip(&o).for_each(|(a, v)| *a += v);
     }
 }

@@ -2,7 +2,6 @@
 //! an optional soft-cap and sliding window), activations.
 
 use super::hparams::Rope;
-use crate::dataplane::gate::matmul::dot;
 use rayon::prelude::*;
 
 pub(super) fn add_bias(x: &mut [f32], b: Option<&[f32]>) {
@@ -132,4 +131,23 @@ pub(super) fn attention(q: &[f32], k: &[f32], v: &[f32], a: &Attn, out: &mut [f3
             }
         }
     });
+}
+
+/// a · b, in eight lanes (attention's q·k).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
 }

@@ -1,0 +1,239 @@
+//! The numeric kernels the encoder's error feedback and the forward pass need, on faer (blocked,
+//! rayon-parallel GEMM, Cholesky and triangular inverse) over this crate's row-major `f32`
+//! slices. Nothing here is hand-written index arithmetic beyond the in-place reorderings faer
+//! has no routine for.
+//!
+//! Everything is `f32`: a 7B-class `ffn_down` input is 18,944 wide, and its moment matrix is
+//! 1.4 GB in f32 (2.9 GB in f64); GPTQ factors in f32 too. The damping (`encode::feedback`'s
+//! `DAMP`, a tenth of the mean diagonal) bounds the condition number well within f32's reach.
+
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
+use faer::reborrow::ReborrowMut;
+use faer::{Accum, MatMut, MatRef, Par};
+
+fn par() -> Par {
+    Par::rayon(0)
+}
+
+/// Clears the upper halves of the AVX registers on every rayon worker and on this thread:
+/// faer's kernels return with them dirty, and the scalar (SSE-encoded) code that runs next on
+/// those threads (the activations' `exp`, the codec) then pays a transition penalty on every
+/// instruction, measured at 2× the forward pass's time.
+fn clean_upper() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx")]
+        unsafe fn zeroupper() {
+            std::arch::x86_64::_mm256_zeroupper();
+        }
+        if std::is_x86_feature_detected!("avx") {
+            rayon::broadcast(|_| unsafe { zeroupper() });
+            unsafe { zeroupper() };
+        }
+    }
+}
+
+/// `out` (t × rows, row-major) = `x` (t × cols) · `w`ᵀ, with `w` rows × cols row-major: every
+/// token's projection by a weight matrix stored as llama.cpp stores it. With `add`, the
+/// product is added to `out`. `out` may be a column window of a wider matrix: `out_stride` is
+/// the distance between its rows.
+pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize, add: bool) {
+    let t = x.len() / cols.max(1);
+    let rows = w.len() / cols.max(1);
+    if t == 0 || rows == 0 {
+        return;
+    }
+    debug_assert!(out.len() >= (t - 1) * out_stride + rows);
+    // (faer 0.24.4's from_row_major_slice_with_stride_mut lays the slice out column-major: the
+    // transposed column-major view is the row-major one)
+    let dst =
+        MatMut::from_column_major_slice_with_stride_mut(&mut out[..(t - 1) * out_stride + rows], rows, t, out_stride)
+            .transpose_mut();
+    let lhs = MatRef::from_row_major_slice(x, t, cols);
+    let rhs = MatRef::from_row_major_slice(w, rows, cols).transpose();
+    faer::linalg::matmul::matmul(dst, if add { Accum::Add } else { Accum::Replace }, lhs, rhs, 1.0f32, par());
+    clean_upper();
+}
+
+/// The second moments of a matmul's inputs, H = Σₜ xₜ xₜᵀ (n × n), accumulated chunk by chunk
+/// as a symmetric rank-k update: only the lower triangle (column-major) is computed and held.
+pub struct Moments {
+    pub n: usize,
+    /// column-major n × n; the lower triangle holds H
+    a: Vec<f32>,
+    pub tokens: usize,
+}
+
+impl Moments {
+    pub fn new(n: usize) -> Moments {
+        Moments { n, a: vec![0f32; n * n], tokens: 0 }
+    }
+
+    /// H += xᵀ x for the rows of `x` (t × n, row-major): the lower triangle by blocks of
+    /// columns, each block below the diagonal one dense GEMM (faer's triangular product
+    /// measured at a third of its dense rate on these shapes).
+    pub fn add(&mut self, x: &[f32]) {
+        const BS: usize = 512;
+        let n = self.n;
+        let t = x.len() / n;
+        if t == 0 {
+            return;
+        }
+        self.tokens += t;
+        let xr = MatRef::from_row_major_slice(x, t, n);
+        let mut all = MatMut::from_column_major_slice_mut(&mut self.a, n, n);
+        for j0 in (0..n).step_by(BS) {
+            let bj = BS.min(n - j0);
+            // rows j0..n of the block column j0..j0+bj: X[:, j0..]ᵀ X[:, j0..j0+bj]
+            let dst = all.rb_mut().submatrix_mut(j0, j0, n - j0, bj);
+            let lhs = xr.subcols(j0, n - j0).transpose();
+            let rhs = xr.subcols(j0, bj);
+            faer::linalg::matmul::matmul(dst, Accum::Add, lhs, rhs, 1.0f32, par());
+        }
+        clean_upper();
+    }
+
+    /// H[i][j] (any i, j).
+    pub fn get(&self, i: usize, j: usize) -> f32 {
+        let (r, c) = if i >= j { (i, j) } else { (j, i) };
+        self.a[c * self.n + r]
+    }
+
+    /// U (n × n, row-major, upper triangular) with (H + λI)⁻¹ = Uᵀ U, where λ = `damp` × the
+    /// mean of H's diagonal and a column no input ever used gets the mean on its diagonal.
+    /// With J the order reversal, J (H + λI) J = M Mᵀ (M lower, faer's blocked Cholesky), and
+    /// U = J M⁻¹ J (faer's blocked triangular inverse). Consumes the moments: the factor takes
+    /// their place, so the peak is two n × n matrices.
+    pub fn inverse_factor(self, damp: f64) -> Result<Vec<f32>, String> {
+        let n = self.n;
+        let mut a = self.a;
+        let diag = |a: &[f32], i: usize| a[i * n + i];
+        let mean = ((0..n).map(|i| diag(&a, i) as f64).sum::<f64>() / n.max(1) as f64).max(1e-30);
+        if !mean.is_finite() {
+            return Err("the calibration inputs' second moments are not finite".into());
+        }
+        for i in 0..n {
+            let v = a[i * n + i] as f64;
+            a[i * n + i] = ((if v > 0.0 { v } else { mean }) + damp * mean) as f32;
+        }
+        // J H J, lower (column-major): A(i, j) = H(n-1-j, n-1-i), an involution on the lower
+        // triangle, swapped in place
+        anti_transpose_lower(&mut a, n);
+        let par = par();
+        let req = cholesky_in_place_scratch::<f32>(n, par, Default::default());
+        let mut mem = MemBuffer::new(req);
+        let stack = MemStack::new(&mut mem);
+        cholesky_in_place(
+            MatMut::from_column_major_slice_mut(&mut a, n, n),
+            Default::default(),
+            par,
+            stack,
+            Default::default(),
+        )
+        .map_err(|e| format!("the damped second moments are not positive definite ({e})"))?;
+        let mut inv = vec![0f32; n * n];
+        faer::linalg::triangular_inverse::invert_lower_triangular(
+            MatMut::from_column_major_slice_mut(&mut inv, n, n),
+            MatRef::from_column_major_slice(&a, n, n),
+            par,
+        );
+        clean_upper();
+        drop(a);
+        // U(i, j) = M⁻¹(n-1-i, n-1-j); M⁻¹ is column-major lower, so U row-major is its
+        // anti-transpose (as stored), upper
+        anti_transpose_lower(&mut inv, n);
+        // now inv[j·n + i] (column-major, lower) holds U(n-1-… ): read it out row-major
+        let mut u = inv;
+        // the lower triangle (column-major) of `u` after the reordering is Uᵀ's lower = U's
+        // upper read column-major: a column-major lower matrix is its transpose row-major
+        for i in 0..n {
+            for j in 0..i {
+                u[i * n + j] = 0.0;
+            }
+        }
+        if u.iter().any(|v| !v.is_finite()) {
+            return Err("the factor of the damped second moments is not finite".into());
+        }
+        Ok(u)
+    }
+}
+
+/// In place on the lower triangle of a column-major n × n matrix: A'(i, j) = A(n-1-j, n-1-i).
+/// The map pairs lower entries with lower entries and is its own inverse, so each pair is
+/// swapped once.
+fn anti_transpose_lower(a: &mut [f32], n: usize) {
+    for j in 0..n {
+        for i in j..n {
+            let (pi, pj) = (n - 1 - j, n - 1 - i);
+            let (p, q) = (j * n + i, pj * n + pi);
+            if q > p {
+                a.swap(p, q);
+            }
+        }
+    }
+}
+
+/// `w` (rows × n, row-major) columns `c1..n` −= `e` (rows × k, row-major) · U[c0..c0+k, c1..n]
+/// (`u` n × n row-major): GPTQ's lazy batch update, the errors of a batch of columns carried
+/// onto every later column in one GEMM.
+pub fn carry_errors(w: &mut [f32], n: usize, e: &[f32], k: usize, u: &[f32], c0: usize, c1: usize) {
+    let rows = w.len() / n;
+    if c1 >= n || rows == 0 || k == 0 {
+        return;
+    }
+    let dst = MatMut::from_row_major_slice_mut(w, rows, n).subcols_mut(c1, n - c1);
+    let lhs = MatRef::from_row_major_slice(e, rows, k);
+    let rhs = MatRef::from_row_major_slice(u, n, n).submatrix(c0, c1, k, n - c1);
+    faer::linalg::matmul::matmul(dst, Accum::Add, lhs, rhs, -1.0f32, par());
+    clean_upper();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    #[test]
+    fn matmul_matches_the_definition_in_a_column_window() {
+        let mut s = 1u64;
+        let (t, rows, cols) = (7, 5, 13);
+        let x: Vec<f32> = (0..t * cols).map(|_| lcg(&mut s)).collect();
+        let w: Vec<f32> = (0..rows * cols).map(|_| lcg(&mut s)).collect();
+        let stride = rows + 3;
+        let mut out = vec![9f32; t * stride];
+        matmul_nt(&mut out[2..], stride, &x, &w, cols, false);
+        for ti in 0..t {
+            for r in 0..rows {
+                let want: f32 = (0..cols).map(|c| x[ti * cols + c] * w[r * cols + c]).sum();
+                assert!(
+                    (out[2 + ti * stride + r] - want).abs() < 1e-5,
+                    "({ti},{r}): {} vs {want}",
+                    out[2 + ti * stride + r]
+                );
+            }
+            assert_eq!(out[ti * stride], 9.0, "outside the window untouched");
+        }
+    }
+
+    #[test]
+    fn moments_are_the_gram_matrix() {
+        let mut s = 2u64;
+        let n = 9;
+        let x: Vec<f32> = (0..20 * n).map(|_| lcg(&mut s)).collect();
+        let mut m = Moments::new(n);
+        m.add(&x[..7 * n]);
+        m.add(&x[7 * n..]);
+        assert_eq!(m.tokens, 20);
+        for i in 0..n {
+            for j in 0..n {
+                let want: f32 = x.chunks(n).map(|r| r[i] * r[j]).sum();
+                assert!((m.get(i, j) - want).abs() < 1e-5, "({i},{j})");
+            }
+        }
+    }
+}
