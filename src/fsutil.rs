@@ -125,3 +125,12 @@ mod tests {
         assert!(remove_stale_temps(&target).is_empty());
     }
 }
+
+/// Whether two paths name the same file (through links, hard links and relative paths).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}

@@ -74,15 +74,6 @@ pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<Stri
     w
 }
 
-/// Whether two paths name the same file (through links, hard links and relative paths).
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
 /// Refuse outputs (the knot, the telemetry) that are one of the inputs: the rename at the end
 /// would replace it.
 fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
@@ -90,7 +81,7 @@ fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
     let outputs = std::iter::once(("out", &job.out)).chain(job.telemetry.iter().map(|t| ("telemetry", t)));
     for (out_flag, out) in outputs {
         for (input_flag, input) in inputs {
-            if same_file(out, input) {
+            if crate::fsutil::same_file(out, input) {
                 return Err(EncodeError::OutputIsInput {
                     out_flag,
                     out: out.clone(),

@@ -243,13 +243,10 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
 }
 
 /// Whether two paths hold the same text: the same file, or the same bytes.
-pub fn same_text(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) if x.dev() == y.dev() && x.ino() == y.ino() => true,
-        (Ok(x), Ok(y)) if x.len() == y.len() => std::fs::read(a).ok() == std::fs::read(b).ok(),
-        _ => false,
-    }
+fn same_text(a: &Path, b: &Path) -> bool {
+    crate::fsutil::same_file(a, b)
+        || matches!((std::fs::metadata(a), std::fs::metadata(b)), (Ok(x), Ok(y)) if x.len() == y.len())
+            && std::fs::read(a).ok() == std::fs::read(b).ok()
 }
 
 fn step_gate(cx: &mut Ctx) -> Result<(), String> {
