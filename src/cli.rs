@@ -92,7 +92,7 @@ pub struct EncodeArgs {
     #[arg(long)]
     pub calib_text: Option<PathBuf>,
     /// chunks of 512 tokens of --calib-text to use (at least 1)
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text")]
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
     pub calib_chunks: usize,
     /// under --calib-text: which weights compute each later matmul's calibration inputs:
     /// `f16` (default; measured the better, docs/BENCHMARKS.md) or `encoded` (sequential, as
@@ -272,7 +272,7 @@ pub enum Cmd {
         #[arg(long, value_name = "FILE")]
         text: Option<PathBuf>,
         /// context of each chunk of the text; its second half is scored
-        #[arg(long, default_value_t = crate::dataplane::gate::DEFAULT_CTX)]
+        #[arg(long, default_value_t = crate::dataplane::gate::DEFAULT_CTX, value_parser = at_least(4))]
         ctx: usize,
         /// at most this many chunks (0: the whole text)
         #[arg(long, default_value_t = 0)]
@@ -296,7 +296,7 @@ pub enum Cmd {
         #[arg(long)]
         ppl_max: Option<f64>,
         /// at most this many 128-token chunks
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = at_least(1))]
         ppl_chunks: usize,
         /// human-readable gate log (default: next to the knot, <knot>.gate.log)
         #[arg(long)]
@@ -347,7 +347,7 @@ pub enum Cmd {
 
 /// The campaign options and `--json` a subcommand was given, taken into the top level (where
 /// the commands read them); a value given before the command stays unless repeated after it.
-fn absorb(mut cli: Cli) -> Cli {
+pub fn absorb(mut cli: Cli) -> Cli {
     let (at, json) = match &mut cli.cmd {
         Some(
             Cmd::Plan { json, at }
@@ -387,6 +387,14 @@ fn absorb(mut cli: Cli) -> Cli {
     };
     cli.json |= json;
     cli
+}
+
+/// A count of at least `min`, refused by the option's name otherwise.
+fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |s: &str| match s.parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!("expected a whole number of at least {min}")),
+    }
 }
 
 /// The command line as given, with each command's campaign options taken into the top level.

@@ -83,7 +83,8 @@ impl Default for CostConfig {
             gate_core_s_per_token_b: 0.06,
             gate_model_tokens: 2.0 * 512.0 * 16.0,
             feedback_core_s_per_token_b: FEEDBACK_CORE_S_PER_TOKEN_B,
-            feedback_tokens: 512.0 * 16.0,
+            // [feedback] is off by default
+            feedback_tokens: 0.0,
         }
     }
 }
@@ -132,12 +133,14 @@ impl GateConfig {
     }
 }
 
-/// `[feedback]`: error feedback (GPTQ-style, `--calib-text`) in every encode build.
+/// `[feedback]`: error feedback (GPTQ-style, `--calib-text`) in the encode builds.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FeedbackConfig {
-    /// on by default: every encode build runs its knot's calibration layer by layer
-    /// (docs/BENCHMARKS.md: 40–50% less KLD); `false` encodes without
+    /// off by default: its gain depends on how close the scored text is to the calibration
+    /// text, and its knots lose the one-prompt argmax case as often as they keep it
+    /// (docs/BENCHMARKS.md, "Error feedback across domains"); `true` runs every encode build's
+    /// calibration layer by layer
     pub enabled: bool,
     /// chunks of 512 tokens of the calibration text
     pub chunks: usize,
@@ -148,7 +151,7 @@ pub struct FeedbackConfig {
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
-        FeedbackConfig { enabled: true, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
+        FeedbackConfig { enabled: false, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
     }
 }
 
@@ -437,6 +440,19 @@ impl RawConfig {
                 "watch.encode_slots = {encode_slots}: expected 1 to cloud.max_concurrent_builds ({max_builds})"
             )));
         }
+        for (field, url) in [
+            ("r2_endpoint (or KAIJU_R2_ENDPOINT)", self.r2_endpoint.as_deref()),
+            ("cloud.gcs_endpoint (or KAIJU_GCS_ENDPOINT)", self.cloud.gcs_endpoint.as_deref()),
+            ("cloud.cloudbuild_endpoint (or KAIJU_CLOUDBUILD_ENDPOINT)", self.cloud.cloudbuild_endpoint.as_deref()),
+        ] {
+            if url.is_some_and(has_userinfo) {
+                return Err(ConfigError::Invalid(format!(
+                    "{field}: a URL with a user name or password in it (user:…@host) is refused, so that no \
+                     message can print it: R2's keys go in cloud.r2_access_key_id / cloud.r2_secret_access_key \
+                     (or KAIJU_R2_ACCESS_KEY_ID / KAIJU_R2_SECRET_ACCESS_KEY), Google's in cloud.credentials"
+                )));
+            }
+        }
         let cloud = resolve_cloud(self.cloud, backend == "cloud", self.r2_endpoint.as_deref())?;
         let l = self.local;
         let under = |p: Option<PathBuf>, d: &str| p.unwrap_or_else(|| root.join(d));
@@ -474,6 +490,39 @@ impl RawConfig {
             source,
         })
     }
+}
+
+/// The settings the `KAIJU_*` variables set, by the key a message names them with.
+const ENV_KEYS: [(&str, &str); 9] = [
+    ("KAIJU_BACKEND", "backend"),
+    ("KAIJU_R2_ENDPOINT", "r2_endpoint"),
+    ("KAIJU_GCS_ENDPOINT", "cloud.gcs_endpoint"),
+    ("KAIJU_CLOUDBUILD_ENDPOINT", "cloud.cloudbuild_endpoint"),
+    ("KAIJU_THEME", "theme"),
+    ("KAIJU_GCP_PROJECT", "cloud.project"),
+    ("KAIJU_GCP_REGION", "cloud.region"),
+    ("KAIJU_LOGS_BUCKET", "cloud.logs_bucket"),
+    ("KAIJU_R2_BUCKET", "r2_bucket"),
+];
+
+/// A bad value's message with where the value came from: the `KAIJU_*` variable that set it,
+/// else the config file (nothing when neither: a built-in default or a command-line option).
+fn origin(msg: &str, env: &[(String, String)], file: Option<&Path>) -> String {
+    let from_env = ENV_KEYS
+        .iter()
+        .find(|(var, key)| msg.starts_with(key) && env.iter().any(|(k, _)| k == var))
+        .and_then(|(var, _)| env.iter().find(|(k, _)| k == var));
+    match (from_env, file) {
+        (Some((k, _)), _) => format!("{k} (environment): {msg}"),
+        (None, Some(f)) => format!("{}: {msg}", f.display()),
+        (None, None) => msg.to_string(),
+    }
+}
+
+/// Whether a URL carries userinfo (`scheme://user[:password]@host…`).
+fn has_userinfo(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#']).next().is_some_and(|authority| authority.contains('@'))
 }
 
 /// Resolve `[cloud]`; with `backend = "cloud"` every value the backends need must be set.
@@ -542,7 +591,10 @@ impl Config {
             None => RawConfig::default(),
         };
         raw.apply_env(&env)?;
-        raw.resolve(cli, path)
+        raw.resolve(cli, path.clone()).map_err(|e| match e {
+            ConfigError::Invalid(msg) => ConfigError::Invalid(origin(&msg, &env, path.as_deref())),
+            other => other,
+        })
     }
 }
 
@@ -649,5 +701,30 @@ mod tests {
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("s3cr3t-value") && !dbg.contains("AKIDSECRETID"), "{dbg}");
         assert_eq!(c.cloud.region, "us-central1");
+    }
+
+    #[test]
+    fn a_bad_value_names_the_file_or_the_variable_it_came_from() {
+        let env = vec![("KAIJU_BACKEND".to_string(), "bogus".to_string())];
+        let m = origin("backend = \"bogus\": expected \"local\" or \"cloud\"", &env, Some(Path::new("/r/config.toml")));
+        assert!(m.starts_with("KAIJU_BACKEND (environment): backend = \"bogus\""), "{m}");
+        let m = origin("cost.usd_per_minute = -1: expected …", &env, Some(Path::new("/r/config.toml")));
+        assert!(m.starts_with("/r/config.toml: cost.usd_per_minute"), "{m}");
+        assert_eq!(origin("color = \"x\"", &[], None), "color = \"x\"");
+    }
+
+    #[test]
+    fn endpoint_urls_with_credentials_are_refused_without_printing_them() {
+        for (toml, field) in [
+            ("r2_endpoint = \"http://admin:hunter2pw@127.0.0.1:9/\"\n", "r2_endpoint"),
+            ("[cloud]\ngcs_endpoint = \"http://u:hunter2pw@h\"\n", "cloud.gcs_endpoint"),
+            ("[cloud]\ncloudbuild_endpoint = \"https://hunter2pw@h/v1\"\n", "cloud.cloudbuild_endpoint"),
+        ] {
+            let raw = RawConfig::parse(Path::new("c.toml"), toml).unwrap();
+            let e = raw.resolve(&CliOverrides::default(), None).unwrap_err().to_string();
+            assert!(e.starts_with(field) && e.contains("refused") && !e.contains("hunter2pw"), "{e}");
+        }
+        let raw = RawConfig::parse(Path::new("c.toml"), "r2_endpoint = \"http://127.0.0.1:9/a@b\"\n").unwrap();
+        assert!(raw.resolve(&CliOverrides::default(), None).is_ok(), "an @ in the path is not userinfo");
     }
 }

@@ -100,6 +100,15 @@ pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
     t.commit()
 }
 
+/// Whether two paths name the same file (through links, hard links and relative paths).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,14 +132,5 @@ mod tests {
         assert_eq!(remove_stale_temps(&target), vec![(stale.clone(), 1234)]);
         assert!(!stale.exists() && live.exists() && own.exists() && other.exists());
         assert!(remove_stale_temps(&target).is_empty());
-    }
-}
-
-/// Whether two paths name the same file (through links, hard links and relative paths).
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
     }
 }

@@ -33,6 +33,20 @@ impl Redactor {
         for s in &self.secrets {
             out = out.replace(s.as_str(), "***");
         }
+        // a URL's userinfo (`scheme://user:password@host`), whoever printed it
+        let mut from = 0;
+        while let Some(i) = out[from..].find("://") {
+            let start = from + i + 3;
+            let authority_end = out[start..]
+                .find(|c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\'' | ')' | '>'))
+                .map_or(out.len(), |j| start + j);
+            if let Some(at) = out[start..authority_end].rfind('@') {
+                out.replace_range(start..start + at, "***");
+                from = start + 3;
+            } else {
+                from = start;
+            }
+        }
         // bearer tokens and token-endpoint answers, whoever produced them
         for marker in ["Bearer ", "bearer ", "access_token\":\"", "access_token\": \""] {
             let mut from = 0;
@@ -86,5 +100,16 @@ mod tests {
             assert!(!m.contains(s), "{s} leaked: {m}");
         }
         assert!(m.contains("403 for ***") && m.contains("Bearer ***") && m.contains("expires_in"), "{m}");
+    }
+
+    #[test]
+    fn url_userinfo_is_scrubbed_from_any_message() {
+        let r = Redactor::default();
+        let m = r.clean("GET http://admin:SECRET@127.0.0.1:9/b/k failed; see https://h/x@y and (s3://u@host)");
+        assert!(!m.contains("SECRET") && !m.contains("admin"), "{m}");
+        assert!(
+            m.contains("http://***@127.0.0.1:9/b/k") && m.contains("https://h/x@y") && m.contains("s3://***@host"),
+            "{m}"
+        );
     }
 }

@@ -225,7 +225,8 @@ fn check_and_submit_say_ready_and_refuse_a_second_build() {
     let root = ready_root(
         d.path(),
         &["smol-a", "smol-c"],
-        "unfed params=1 family=llama AUTO-FEED  # no HF source\nheld params=1 family=llama hf=org/held HOLD  # why\n",
+        "unfed params=1 family=llama AUTO-FEED  # no HF source\nheld params=1 family=llama hf=org/held HOLD  # why\n\
+         ext params=1 family=llama hf=org/ext EXTERNAL  # minted elsewhere\n",
     );
     let r = root.to_str().unwrap();
     let cli = |args: &[&str]| {
@@ -260,10 +261,44 @@ fn check_and_submit_say_ready_and_refuse_a_second_build() {
     assert!(String::from_utf8_lossy(&other.stderr).contains("no free slot for a KAIJU encode"), "{other:?}");
     assert_eq!(cli(&["submit", "unfed"]).status.code(), Some(5));
     assert_eq!(cli(&["submit", "held"]).status.code(), Some(5));
+    // check and submit say and do what the tick would: an EXTERNAL model is never fed, a held
+    // one gets nothing (no feeder named)
+    for (id, says) in [("ext", "nothing: EXTERNAL, never fed"), ("held", "nothing: HOLD (why)")] {
+        let c = cli(&["check", id]);
+        assert!(stdout(&c).contains(&format!("next build: {says}")) && !stdout(&c).contains("feeder"), "{c:?}");
+        for extra in [&[][..], &["--feeder"][..]] {
+            let s = cli(&[&["submit", id][..], extra].concat());
+            assert_eq!(s.status.code(), Some(5), "{id} {extra:?}: {s:?}");
+        }
+    }
     wait_for_builds(&root);
+    // shipped: DONE, nothing offered until a re-encode is asked for
+    let c = cli(&["check", "smol-a"]);
+    assert!(stdout(&c).contains("next build: nothing: DONE"), "{c:?}");
+    assert_eq!(cli(&["submit", "smol-a"]).status.code(), Some(5));
+    assert!(cli(&["requeue", "smol-a", "--reencode"]).status.success());
+    assert!(stdout(&cli(&["check", "smol-a"])).contains("next build: KAIJU encode"));
+    // plain requeue clears every marker, the re-encode request included
+    assert!(cli(&["requeue", "smol-a"]).status.success());
+    assert!(stdout(&cli(&["check", "smol-a"])).contains("next build: nothing: DONE"));
+    assert!(cli(&["requeue", "smol-a", "--reencode"]).status.success());
+    assert_eq!(cli(&["submit", "smol-a"]).status.code(), Some(0));
+    // nothing shipped, held, out of scope: nothing to re-encode, and nothing left behind
+    for id in ["unfed", "held"] {
+        let o = cli(&["requeue", id, "--reencode"]);
+        assert_eq!(o.status.code(), Some(5), "{id}: {o:?}");
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("stays in place"), "{o:?}");
+    }
+    let leftovers: Vec<_> = walk(&root).into_iter().filter(|p| p.to_string_lossy().contains("reencode")).collect();
+    assert_eq!(leftovers.len(), 1, "only smol-a's request: {leftovers:?}");
     // a check that cannot be made is UNKNOWN: exit 3, and submit refuses to act on it
     std::fs::remove_dir_all(root.join("gcs/models/smol-c")).unwrap();
     std::fs::write(root.join("gcs/models/smol-c"), b"not a directory").unwrap();
+    // a qspec that is there but unusable: INVALID with its path, as `status` marks it `!`
+    std::fs::write(root.join("qspecs/unfed.qspec.json"), "{not json").unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&cli(&["check", "unfed", "--json"]).stdout).unwrap();
+    assert_eq!(j["prerequisites"][3]["state"], "INVALID", "{j}");
+    assert!(j["prerequisites"][3]["detail"].as_str().unwrap().contains("qspecs/unfed.qspec.json"), "{j}");
     let u = cli(&["check", "smol-c"]);
     assert_eq!(u.status.code(), Some(3), "{u:?}");
     assert!(stdout(&u).contains("f16      UNKNOWN"), "{u:?}");
@@ -560,23 +595,135 @@ fn each_command_help_shows_its_own_options() {
 #[test]
 fn schedule_prints_a_cron_line_and_a_systemd_pair_that_accept_all_done() {
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("my root");
-    std::fs::create_dir_all(&root).unwrap();
+    // a % in a path: cron reads an unescaped % as a newline, systemd as a specifier
+    let root = d.path().join("my root 100%");
+    std::fs::create_dir_all(root.join("qspecs")).unwrap();
     std::fs::write(root.join("queue.txt"), "gone params=1 family=mamba OUT-OF-SCOPE  # nothing to do\n").unwrap();
     let r = root.to_str().unwrap();
     let o = run(&["schedule", "--print", "systemd", "--root", r, "--queue", "queue.txt"], &root);
     assert!(o.status.success(), "{o:?}");
+    assert!(o.stderr.is_empty(), "{o:?}");
     let s = stdout(&o);
     assert!(s.contains("SuccessExitStatus=11") && s.contains("OnCalendar=hourly") && s.contains("[Install]"), "{s}");
     let exec = s.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
-    assert!(exec.contains(&format!("--root '{r}'")) && exec.contains(&format!("--queue '{r}/queue.txt'")), "{exec}");
+    let r_unit = r.replace('%', "%%");
+    assert!(
+        exec.contains(&format!("--root '{r_unit}'")) && exec.contains(&format!("--queue '{r_unit}/queue.txt'")),
+        "{exec}"
+    );
     assert!(exec.ends_with("--tick --submit"), "{exec}");
     let o = run(&["schedule", "--print", "cron", "--root", r, "--queue", "queue.txt"], &root);
+    let hint = stdout(&o).lines().next().unwrap().to_string();
+    assert!(hint.contains(&format!("--queue '{r}/queue.txt'")) && hint.contains("schedule --print cron"), "{hint}");
     let line = stdout(&o).lines().find(|l| !l.starts_with('#')).unwrap().to_string();
-    let cmd = line.splitn(6, ' ').nth(5).unwrap();
+    assert!(!line.replace("\\%", "").contains('%'), "every % escaped for cron: {line}");
+    // as cron runs it: the backslashes before % removed
+    let unescaped = line.replace("\\%", "%");
+    let cmd = unescaped.splitn(6, ' ').nth(5).unwrap();
     // cron runs it with sh from the home directory: the baked paths must not depend on the cwd
     let st = Command::new("sh").arg("-c").arg(cmd).current_dir(d.path()).env_remove("KAIJU_ROOT").status().unwrap();
     assert_eq!(st.code(), Some(0), "{cmd}");
     let log = std::fs::read_to_string(root.join("state/tick.log")).unwrap();
     assert!(log.contains("every non-HOLD model is done"), "{log}");
+    // a queue that does not exist is baked in with a warning, not silently
+    let o = run(&["schedule", "--print", "cron", "--root", r, "--queue", "nope.txt"], &root);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nope.txt: no such file"), "{o:?}");
+}
+
+/// `--tick --json` prints one JSON object on stdout whatever fails, the configuration included
+/// (the README: "always prints JSON"): a garbage config file, a bad value, a bad environment
+/// variable, a cloud backend without its settings.
+#[test]
+fn tick_json_prints_an_object_on_configuration_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path().to_str().unwrap();
+    let garbage = d.path().join("garbage.toml");
+    std::fs::write(&garbage, "this is [not toml\n").unwrap();
+    let negative = d.path().join("negative.toml");
+    std::fs::write(&negative, "[gate]\nkld_max = -1.0\n").unwrap();
+    let cases: [(&str, Option<(&str, &str)>); 5] = [
+        (garbage.to_str().unwrap(), None),
+        (negative.to_str().unwrap(), None),
+        ("", Some(("KAIJU_BACKEND", "bogus"))),
+        ("", Some(("KAIJU_SUBMIT", "maybe"))),
+        ("", Some(("KAIJU_BACKEND", "cloud"))),
+    ];
+    for (config, env) in cases {
+        let mut c = Command::new(common::bin());
+        c.args(["--root", r, "--tick", "--json"]).current_dir(common::repo()).env_remove("KAIJU_CONFIG");
+        if !config.is_empty() {
+            c.args(["--config", config]);
+        }
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{config} {env:?}: {o:?}");
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{config} {env:?}: stdout is not JSON ({e}): {o:?}"));
+        assert_eq!((j["outcome"].as_str(), j["exit"].as_u64()), (Some("error"), Some(2)), "{j}");
+        assert!(!j["error"].as_str().unwrap_or_default().is_empty(), "{j}");
+    }
+}
+
+/// A queue edit and its rollout line go together: when `state/rollout.jsonl` cannot be
+/// appended, `hold` refuses (non-zero, the log named) and the queue is unchanged.
+#[test]
+fn a_queue_edit_whose_log_line_cannot_be_written_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let q = d.path().join("queue.txt");
+    std::fs::copy(common::asset("queue.txt"), &q).unwrap();
+    let before = std::fs::read_to_string(&q).unwrap();
+    std::fs::create_dir_all(d.path().join("root/state/rollout.jsonl")).unwrap();
+    let o = run(&["--root", "root", "--queue", "queue.txt", "hold", "qwen2.5-0.5b", "--reason", "x"], d.path());
+    assert_ne!(o.status.code(), Some(0), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("rollout.jsonl") && err.contains("unchanged"), "{err}");
+    assert_eq!(std::fs::read_to_string(&q).unwrap(), before, "the queue is unchanged");
+    std::fs::remove_dir(d.path().join("root/state/rollout.jsonl")).unwrap();
+    let o = run(&["--root", "root", "--queue", "queue.txt", "hold", "qwen2.5-0.5b", "--reason", "x"], d.path());
+    assert!(o.status.success(), "{o:?}");
+    let log = std::fs::read_to_string(d.path().join("root/state/rollout.jsonl")).unwrap();
+    assert!(log.contains("\"hold\"") && log.contains("qwen2.5-0.5b"), "{log}");
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Options that made no sense ran anyway; each is now refused with the option named (exit 2),
+/// or warned about where the build YAML passes it on every build.
+#[test]
+fn nonsense_options_are_refused_or_warned_about() {
+    let d = tempfile::tempdir().unwrap();
+    let enc = ["--encode", "--f16", "f.gguf", "--imatrix", "i.gguf", "--base", "b.gguf", "--out", "o.knot"];
+    let with = |extra: &[&str]| -> Vec<String> { enc.iter().chain(extra).map(|s| s.to_string()).collect() };
+    for (args, says) in [
+        (
+            vec!["gate".into(), "--knot".into(), "k".into(), "--qspec".into(), "q".into(), "--ctx".into(), "0".into()],
+            "--ctx",
+        ),
+        (with(&["--calib-text", "c.txt", "--calib-chunks", "0"]), "--calib-chunks"),
+        (with(&["--keep"]), "--keep: only under --bpw"),
+        (with(&["--bpw", "99"]), "--bpw \"99\": expected bits per weight above 0 and at most 16"),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args, d.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {o:?}");
+    }
+    let o = run(&with(&["--bpw", "2.6", "--modulus", "5"]).iter().map(String::as_str).collect::<Vec<_>>(), d.path());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--modulus 5 is ignored under --bpw 2.6"), "{o:?}");
+    let o = run(&with(&["--bpw", "6"]).iter().map(String::as_str).collect::<Vec<_>>(), d.path());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("above what the finest variant uses (q=16"), "{o:?}");
 }

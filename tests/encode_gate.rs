@@ -416,31 +416,35 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
 
 /// `--calib-text`, layer by layer: each distinct matmul input's second moments are factored
 /// and every tensor carries its blocks' errors forward. The format is the same (same types and
-/// sizes, every tensor readable and finite), the points are not; the knot is closer to the f16
-/// than the plain one over a text other than the calibration's; the telemetry and the header
-/// say what calibrated it.
+/// sizes, every tensor readable and finite), the points are not; calibrated on the text the
+/// repository ships (prose, code and Markdown; 16 chunks spread over it), the knot is closer to
+/// the f16 than the plain one at the same budget over a text it was not calibrated on (the
+/// README); the telemetry and the header say what calibrated it.
 #[test]
 fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
-    use encode::feedback::{FeedbackOptions, Inputs};
+    use encode::feedback::{FeedbackOptions, Inputs, DEFAULT_CHUNKS};
     let dir = tempfile::tempdir().unwrap();
-    let (plain, _) = encode(dir.path(), 4);
-    let out = dir.path().join("fed.knot");
-    let text = common::asset("docs/KAIJU1.md");
-    let fb = FeedbackOptions { text, chunks: 2, inputs: Inputs::F16 };
-    let job = EncodeJob {
-        feedback: Some(fb),
-        telemetry: Some(dir.path().join("fed.telemetry.json")),
-        ..smol_job(out.clone())
+    let at_budget = |out: &str, feedback: Option<FeedbackOptions>| {
+        let job = EncodeJob {
+            budget: Some(2.6),
+            allow_keep: false,
+            feedback,
+            telemetry: Some(dir.path().join(format!("{out}.telemetry.json"))),
+            ..smol_job(dir.path().join(format!("{out}.knot")))
+        };
+        (encode::run(&job).unwrap(), job.out)
     };
-    let t = encode::run(&job).unwrap();
+    let (_, plain) = at_budget("plain", None);
+    let text = common::asset("assets/calib/calib.txt");
+    let (t, out) = at_budget("fed", Some(FeedbackOptions { text, chunks: DEFAULT_CHUNKS, inputs: Inputs::F16 }));
     let f = t.feedback.as_ref().expect("a feedback report");
-    assert_eq!((f.chunks, f.tokens, f.inputs), (2, 1024, Inputs::F16));
+    assert_eq!((f.chunks, f.tokens, f.inputs), (16, 16 * 512, Inputs::F16));
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
-    assert!(tel.contains("\"feedback\"") && tel.contains("KAIJU1.md") && tel.contains("\"chunks\": 2"), "{tel}");
+    assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
-    assert_eq!(b.get_str("kaiju.feedback_text"), Some("KAIJU1.md"));
+    assert_eq!(b.get_str("kaiju.feedback_text"), Some("calib.txt"));
     let mut differ = 0;
     for e in &t.encoded {
         let (ta, tb) = (a.tensor(&e.name).unwrap(), b.tensor(&e.name).unwrap());
@@ -452,7 +456,8 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         differ += usize::from(a.data(ta) != b.data(tb));
     }
     assert_eq!(differ, t.encoded.len(), "every tensor's points moved");
-    // closer to the f16 over the README (not the calibration text): mean KLD of 2 chunks
+    // closer to the f16 over the README (not part of the calibration text): mean KLD of 4
+    // chunks (measured 0.345 against 0.537 when written)
     let kld = |knot: &std::path::Path| {
         let job = GateJob {
             knot: knot.to_path_buf(),
@@ -460,13 +465,13 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
             reference: Some(common::smollm2_f16()),
             text: Some(common::asset("README.md")),
             ctx: 256,
-            chunks: 2,
+            chunks: 4,
             ..Default::default()
         };
         gate::run(&job).unwrap().quality.expect("the distributional check ran").kld_mean
     };
     let (k_plain, k_fed) = (kld(&plain), kld(&out));
-    assert!(k_fed < 0.9 * k_plain, "feedback KLD {k_fed} against plain {k_plain}");
+    assert!(k_fed < 0.85 * k_plain, "feedback KLD {k_fed} against plain {k_plain}");
 }
 
 /// Bad calibration inputs are refused with the file named, before any output is written:
@@ -505,6 +510,33 @@ fn bad_calibration_texts_are_named_before_any_output() {
             .filter(|n| n.contains("never"))
             .collect();
         assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
+}
+
+/// Outputs that cannot be written are refused before the encode, with the option named: a
+/// directory as --telemetry or --out, a folder that does not exist, the telemetry on the knot.
+/// Nothing is left behind.
+#[test]
+fn unwritable_outputs_are_refused_before_the_encode() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    std::fs::create_dir(p("adir")).unwrap();
+    let cases = [
+        (p("k.knot"), Some(p("adir")), "--telemetry ", "is a directory"),
+        (p("adir"), None, "--out ", "is a directory"),
+        (p("no/such/k.knot"), None, "--out ", "does not exist"),
+        (p("k.knot"), Some(p("nope/t.json")), "--telemetry ", "does not exist"),
+        (p("k.knot"), Some(p("k.knot")), "--telemetry ", "is also --out"),
+    ];
+    for (out, telemetry, flag, why) in cases {
+        let job = EncodeJob { telemetry: telemetry.clone(), ..smol_job(out.clone()) };
+        let e = encode::run(&job).unwrap_err().to_string();
+        assert!(e.starts_with(flag) && e.contains(why), "{out:?} {telemetry:?}: {e}");
+        // checked before any input is even opened: a missing --f16 is not what is reported
+        let job = EncodeJob { f16: p("missing-f16.gguf"), ..job };
+        let e2 = encode::run(&job).unwrap_err().to_string();
+        assert_eq!(e2, e, "the outputs are checked first");
+        assert!(!p("k.knot").exists(), "{e}: a knot was left behind");
     }
 }
 

@@ -51,12 +51,45 @@ fn the_f16_against_itself_is_exactly_equal() {
     assert_eq!(q.ppl_ratio, 1.0);
     assert_eq!((q.ctx, q.chunks, q.tokens_scored), (128, 2, 2 * 63));
     assert!(out.passed());
+    assert_eq!(q.reference_kind, "the knot's own weights", "a self-check says so");
     let log = std::fs::read_to_string(dir.path().join("gate.log")).unwrap();
     assert!(log.contains("top-1 agreement: 100.00%") && log.contains("figures: {"), "{log}");
+    assert!(log.contains("distribution vs the knot's own weights"), "{log}");
     // the zoo reads the verdict and the figures back from the log
     let r = kaiju::controlplane::campaign::zoo::gate_report(&log).unwrap();
     assert_eq!(r.summary, "PASS kld 0.000 top1 100% ppl×1.00");
     assert_eq!(r.figures.unwrap().quality, *q);
+}
+
+/// A reference that is the knot itself (the same file, or a copy: the same matmul bytes) gives
+/// KLD 0, so no threshold is checked against it; a quantized reference is named as such, never
+/// "vs f16".
+#[test]
+fn a_reference_that_is_not_an_f16_truth_is_named_and_never_passes_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::ppl_text(dir.path());
+    let copy = dir.path().join("copy.gguf");
+    std::fs::copy(common::smollm2(), &copy).unwrap();
+    let strict = Thresholds { kld_max: Some(0.5), top1_min: None, ppl_ratio_max: None };
+    for reference in [common::smollm2(), copy] {
+        let j = GateJob {
+            knot: common::smollm2(),
+            reference: Some(reference.clone()),
+            thresholds: strict,
+            ..job(dir.path(), common::smollm2(), text.clone())
+        };
+        let e = gate::run(&j).unwrap_err().to_string();
+        assert!(e.contains(&format!("--ref {}", reference.display())) && e.contains("the knot's own"), "{e}");
+    }
+    // the Q4_1 file as the reference of the f16: figures, labelled as against a quantized file
+    let j = GateJob {
+        knot: common::smollm2_f16(),
+        reference: Some(common::smollm2()),
+        ..job(dir.path(), common::smollm2_f16(), text)
+    };
+    let q = gate::run(&j).unwrap().quality.unwrap();
+    assert!(q.reference_kind.starts_with("a quantized reference (Q4_1"), "{}", q.reference_kind);
+    assert!(q.kld_mean > 0.0);
 }
 
 #[test]
@@ -180,6 +213,34 @@ fn every_case_of_a_qspec_is_checked() {
     assert!(!out.passed() && out.cases[0].pass && out.cases[1].pass && !out.cases[2].pass);
     assert!(out.failures()[0].starts_with("case 3: argmax "), "{:?}", out.failures());
     assert!(out.log_text().contains("case 3: prompt_tokens"), "{}", out.log_text());
+}
+
+/// A case whose tokens are outside the vocabulary, or whose prompt is longer than the model's
+/// context, is refused before any forward pass, naming the qspec, the case and the field.
+#[test]
+fn a_case_outside_the_model_is_named_before_any_forward_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let base: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(common::qspec()).unwrap()).unwrap();
+    let ctx = kaiju::dataplane::gguf::Gguf::open(common::smollm2()).unwrap().get_u64("llama.context_length").unwrap();
+    for (edit, says) in [
+        (serde_json::json!({"expect_token": 999_999}), "the qspec's case: expect_token 999999 is out of range"),
+        (
+            serde_json::json!({"reject_token": 49_152}),
+            "reject_token 49152 is out of range (the model has 49152 tokens)",
+        ),
+        (serde_json::json!({"prompt_tokens": vec![504; ctx as usize + 1]}), "more than the model's context"),
+    ] {
+        let mut q = base.clone();
+        for (k, v) in edit.as_object().unwrap() {
+            q[k] = v.clone();
+        }
+        let path = dir.path().join("bad.qspec.json");
+        std::fs::write(&path, q.to_string()).unwrap();
+        let e = gate::run(&GateJob { knot: common::smollm2(), qspec: path.clone(), ..Default::default() })
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&path.display().to_string()) && e.contains(says), "{e}");
+    }
 }
 
 /// A model whose tokenizer the gate cannot run text through (SentencePiece, as mistral's) is

@@ -32,6 +32,28 @@ fn check(model: &std::path::Path, name: &str) {
     let want = ids(&format!("{name}.edge.ids"));
     let first = got.iter().zip(&want).position(|(a, b)| a != b);
     assert_eq!(got, want, "{name}: first difference at token {first:?}");
+    let runs = std::fs::read_to_string(common::asset("tests/golden/tokens/runs.txt")).unwrap();
+    let got = tok.encode(&runs);
+    let want = ids(&format!("{name}.runs.ids"));
+    let first = got.iter().zip(&want).position(|(a, b)| a != b);
+    assert_eq!(got, want, "{name}: runs of one character, first difference at token {first:?}");
+}
+
+/// A 1,000,000-character run of one letter is one pre-tokenizer piece: BPE with a scan for the
+/// best pair per merge takes hours on it, a heap of candidate merges well under a second
+/// (`cargo bench --bench forward` prints the time). Its ids decode back to the run.
+#[test]
+fn a_million_character_run_tokenizes() {
+    for model in [common::smollm2(), common::qwen05()] {
+        let g = Gguf::open(&model).unwrap();
+        let tok = Tokenizer::from_gguf(&g).unwrap();
+        for c in ['a', '-'] {
+            let run: String = std::iter::repeat_n(c, 1_000_000).collect();
+            let ids = tok.encode(&run);
+            assert!(!ids.is_empty() && ids.len() < 1_000_000, "{}: {} ids", model.display(), ids.len());
+            assert!(tok.decode(&ids) == run, "{}: the ids do not spell the run", model.display());
+        }
+    }
 }
 
 #[test]

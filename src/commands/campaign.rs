@@ -13,7 +13,8 @@ use crate::exit;
 use anyhow::Context;
 
 pub fn tick(cli: &Cli) -> anyhow::Result<u8> {
-    let r = campaign(load_config(cli)?).and_then(|mut c| {
+    // the configuration's errors too: `--tick --json` prints one object whatever fails
+    let r = load_config(cli).and_then(campaign).and_then(|mut c| {
         c.actor = rollout::actor("tick");
         Ok(c.tick(c.cfg.submit)?)
     });
@@ -143,9 +144,20 @@ fn edit_queue(
     let cfg = load_config(cli)?;
     let mut q = Queue::load(&cfg.queue)?;
     let detail = f(&mut q)?;
+    // the edit and its log line go together: a log that cannot be appended refuses the edit
+    let log = Rollout::new(&cfg.state_dir);
+    log.writable().with_context(|| {
+        format!("{}: the rollout log cannot be appended; {} is unchanged", log.path().display(), cfg.queue.display())
+    })?;
     q.save()?;
     println!("{id}: {detail}");
-    Rollout::new(&cfg.state_dir).record(Event::new(&rollout::actor("cli"), what, Some(id), detail));
+    log.append(&Event::new(&rollout::actor("cli"), what, Some(id), detail)).with_context(|| {
+        format!(
+            "{}: {} was changed but its rollout line could not be appended",
+            log.path().display(),
+            cfg.queue.display()
+        )
+    })?;
     Ok(exit::OK)
 }
 
@@ -171,6 +183,28 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
     anyhow::ensure!(q.get(id).is_some(), ConfigError::Invalid(format!("{id}: not in {}", c.cfg.queue.display())));
     let knot = crate::controlplane::backend::store::keys::kaiju_knot(id);
     if reencode {
+        use crate::controlplane::backend::store::Probe;
+        // only a shipped knot can be encoded again (as the control room's `R`): a model never
+        // shipped is taken by the watcher anyway, an OUT-OF-SCOPE or held one not at all
+        let tag = q.get(id).map(|e| e.tag).expect("checked above");
+        if matches!(tag, Tag::OutOfScope | Tag::Hold) {
+            eprintln!("kaiju-tui: {id} is {tag}: nothing is encoded for it; nothing requested");
+            return Ok(exit::NOT_READY);
+        }
+        match c.r2.head(&knot) {
+            Probe::Present { .. } => {}
+            Probe::Absent => {
+                eprintln!(
+                    "kaiju-tui: {id} has no shipped knot ({}/{knot}): nothing to re-encode; `requeue {id}` \
+                     clears its markers so that the watcher takes it again",
+                    c.r2.describe()
+                );
+                return Ok(exit::NOT_READY);
+            }
+            Probe::Unknown(e) => anyhow::bail!(crate::controlplane::watcher::WatchError::Unknown(format!(
+                "{id}: whether its knot is shipped is UNKNOWN ({e}); nothing requested"
+            ))),
+        }
         c.markers
             .request_reencode(id)
             .with_context(|| format!("writing the re-encode request in {}", c.markers.dir().display()))?;
@@ -183,7 +217,8 @@ pub fn requeue(cli: &Cli, id: &str, reencode: bool) -> anyhow::Result<u8> {
         c.record(Event::new(&c.actor, "reencode", Some(id), "re-encode requested"));
         return Ok(exit::OK);
     }
-    c.markers.clear(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
+    // every marker, a re-encode request included: "markers cleared" means all of them
+    c.markers.clear_all(id).with_context(|| format!("clearing markers in {}", c.markers.dir().display()))?;
     c.record(Event::new(&c.actor, "requeue", Some(id), "markers cleared"));
     // say exactly what happens next: a shipped knot marks the model DONE whatever the markers
     match c.r2.head(&knot) {
@@ -290,14 +325,34 @@ pub fn schedule(cli: &Cli, print: &str) -> anyhow::Result<u8> {
     if let Some(c) = &cfg.source {
         args = format!("--config {} {args}", q(c));
     }
+    // what every tick will read must be there now, or each hourly tick exits 2
+    for (flag, p, is) in [("--queue", &cfg.queue, "file"), ("--qspecs", &cfg.qspecs, "folder")] {
+        let ok = if is == "file" { abs(p).is_file() } else { abs(p).is_dir() };
+        if !ok {
+            eprintln!(
+                "kaiju-tui: warning: {flag} {}: no such {is}; every scheduled tick would fail (exit 2) until it exists",
+                abs(p).display()
+            );
+        }
+    }
     let tick = format!("{} {args} --tick --submit", q(&exe));
     let log = q(&cfg.state_dir.join("tick.log"));
     match print {
         "cron" => {
-            println!("# kaiju-tui: one watcher tick an hour (crontab -e, or: (crontab -l; kaiju-tui schedule --print cron) | crontab -)");
+            // cron turns an unescaped % into a newline
+            let cron = |s: &str| s.replace('%', "\\%");
+            println!(
+                "# kaiju-tui: one watcher tick an hour (crontab -e, or: (crontab -l; {} {args} schedule --print cron) | crontab -)",
+                q(&exe)
+            );
             println!("# exit 11 (every model done) counts as success; output goes to {log}");
             let state = q(&cfg.state_dir);
-            println!("17 * * * * mkdir -p {state}; {tick} >> {log} 2>&1; rc=$?; [ $rc -eq 11 ] && rc=0; exit $rc");
+            println!(
+                "17 * * * * mkdir -p {}; {} >> {} 2>&1; rc=$?; [ $rc -eq 11 ] && rc=0; exit $rc",
+                cron(&state),
+                cron(&tick),
+                cron(&log)
+            );
         }
         _ => {
             println!("# ~/.config/systemd/user/kaiju-tui-tick.service");
@@ -306,8 +361,10 @@ pub fn schedule(cli: &Cli, print: &str) -> anyhow::Result<u8> {
             println!();
             println!("[Service]");
             println!("Type=oneshot");
-            println!("WorkingDirectory={}", cwd.display());
-            println!("ExecStart={tick}");
+            // systemd expands %-specifiers: a literal % is %%
+            let unit = |s: &str| s.replace('%', "%%");
+            println!("WorkingDirectory={}", unit(&cwd.display().to_string()));
+            println!("ExecStart={}", unit(&tick));
             println!("# 11: every model but HOLD / OUT-OF-SCOPE is done, not a failure");
             println!("SuccessExitStatus=11");
             println!();

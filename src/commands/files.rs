@@ -1,6 +1,7 @@
 //! The data-plane commands: `--encode`, `gate`, `mint-gate`, `convert`, `tokenize`, `inspect`.
 
 use crate::cli::{Cli, Cmd, EncodeArgs};
+use crate::config::ConfigError;
 use crate::dataplane::codec::kaiju1::EncodeOptions;
 use crate::exit;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,35 @@ use std::path::{Path, PathBuf};
 /// `--encode`: re-encode the f16 into a KAIJU1 knot beside the base knot's other tensors.
 pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
     let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
+    let budget = match a.bpw.trim() {
+        "" => None,
+        b => Some(b.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0 && *x <= 16.0).ok_or_else(|| {
+            ConfigError::Invalid(format!("--bpw {b:?}: expected bits per weight above 0 and at most 16, e.g. 2.6"))
+        })?),
+    };
+    if a.keep && budget.is_none() {
+        anyhow::bail!(ConfigError::Invalid(
+            "--keep: only under --bpw (it lets the allocator keep a tensor's base-knot form)".into()
+        ));
+    }
+    // the build YAML always passes --modulus (4 unless the queue says q=): only another value
+    // given with a budget is a mistake worth saying
+    if let Some(b) = budget.filter(|_| a.modulus != crate::dataplane::codec::kaiju1::Variant::DEFAULT.q) {
+        log::warn!(target: "encode", "--modulus {} is ignored under --bpw {b}: the allocator picks each tensor's variant (--mix pins kinds)", a.modulus);
+    }
+    let finest = crate::dataplane::codec::kaiju1::Variant::all().last().expect("variants");
+    let finest_bpw = crate::dataplane::codec::kaiju1::bpw(
+        crate::dataplane::codec::kaiju1::BLOCK * crate::dataplane::codec::kaiju1::GROUP,
+        finest,
+    );
+    if let Some(b) = budget.filter(|&b| b > finest_bpw && !a.keep) {
+        log::warn!(
+            target: "encode",
+            "--bpw {b}: above what the finest variant uses (q={}, {finest_bpw:.2} bpw): every tensor is encoded at q={}",
+            finest.q,
+            finest.q
+        );
+    }
     let job = crate::dataplane::encode::EncodeJob {
         f16: need(&a.f16, "f16")?,
         imatrix: need(&a.imatrix, "imatrix")?,
@@ -16,21 +46,16 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         telemetry: a.telemetry.clone(),
         opts: EncodeOptions {
             variant: crate::dataplane::codec::kaiju1::Variant::new(a.modulus).ok_or_else(|| {
-                anyhow::anyhow!(
+                ConfigError::Invalid(format!(
                     "--modulus {}: expected 3 (1.92 bpw), 4 (2.25), 5 (2.58), 6 (2.92), 8 (3.25), 10 (3.58), 12 (3.92) or 16 (4.25)",
                     a.modulus
-                )
+                ))
             })?,
             search: a.search,
             magnitude: a.magnitude,
         },
-        mix: crate::dataplane::encode::Mix::parse(&a.mix).map_err(|e| anyhow::anyhow!("--mix: {e}"))?,
-        budget: match a.bpw.trim() {
-            "" => None,
-            b => {
-                Some(b.parse::<f64>().map_err(|_| anyhow::anyhow!("--bpw {b:?}: expected bits per weight, e.g. 2.6"))?)
-            }
-        },
+        mix: crate::dataplane::encode::Mix::parse(&a.mix).map_err(|e| ConfigError::Invalid(format!("--mix: {e}")))?,
+        budget,
         allow_keep: a.keep,
         // an empty --calib-text (the cloud build's `_CALIB_TEXT` switched off) encodes without
         feedback: a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| crate::dataplane::encode::feedback::FeedbackOptions {

@@ -7,8 +7,7 @@ use crate::controlplane::backend::builds::{BuildInfo, BuildSpec};
 use crate::controlplane::backend::store::Probe;
 use crate::controlplane::campaign::inventory::ModelInventory;
 use crate::controlplane::campaign::queue::Entry;
-use crate::controlplane::campaign::queue::Tag;
-use crate::controlplane::campaign::tick::{self, Action, InFlight};
+use crate::controlplane::campaign::tick::{self, Action, InFlight, Step};
 use crate::controlplane::watcher::{Campaign, Snapshot, WatchError};
 use crate::dataplane::gate::qspec::GateKind;
 use serde::Serialize;
@@ -18,7 +17,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Prereq {
     pub name: &'static str,
-    /// PRESENT, ABSENT or UNKNOWN
+    /// PRESENT, ABSENT or UNKNOWN (the gate: INVALID for a qspec that cannot be used)
     pub state: &'static str,
     pub detail: String,
 }
@@ -89,13 +88,22 @@ impl Campaign {
     pub fn check(&self, id: &str) -> Result<Check, WatchError> {
         let snap = self.view()?;
         let (e, m) = self.model_in(&snap, id)?;
+        let qspec = crate::controlplane::campaign::inventory::qspec_path(&self.cfg.qspecs, id);
         let gate = match &m.gate {
             GateKind::Argmax(q) => Prereq {
                 name: "gate",
                 state: "PRESENT",
                 detail: format!("argmax qspec, {} case(s)", q.all_cases().len()),
             },
-            other => Prereq { name: "gate", state: "ABSENT", detail: other.reason().unwrap_or_default() },
+            // as `status` marks it `!`: a file that is there but cannot be used
+            GateKind::Invalid(why) => {
+                Prereq { name: "gate", state: "INVALID", detail: format!("{}: {why}", qspec.display()) }
+            }
+            other => Prereq {
+                name: "gate",
+                state: "ABSENT",
+                detail: format!("{}: {}", qspec.display(), other.reason().unwrap_or_default()),
+            },
         };
         let prerequisites = vec![probe("f16", &m.f16), probe("imatrix", &m.imatrix), probe("base", &m.base), gate];
         let verdict = if prerequisites.iter().any(|p| p.state == "UNKNOWN") {
@@ -105,18 +113,20 @@ impl Campaign {
         } else {
             "NOT READY"
         };
-        let nb = tick::next_build(e, m);
-        let next = nb.describe();
-        let substitutions = match nb.action(id) {
-            Ok(a) => self.build_spec(&a, &snap)?.substitutions,
-            Err(_) => BTreeMap::new(),
+        // what the tick would do for it (slots aside): one function decides for both
+        let flight = InFlight::of(&snap.builds);
+        let step = tick::model_step(e, m, &snap.inventory, &snap.markers, &flight);
+        let next = step.describe(id);
+        let substitutions = match &step {
+            Step::Submit(a) => self.build_spec(a, &snap)?.substitutions,
+            _ => BTreeMap::new(),
         };
         Ok(Check {
             id: id.into(),
             tag: e.tag.to_string(),
             prerequisites,
             shipped: probe("output", &m.output).state,
-            in_flight: InFlight::of(&snap.builds).of_model(id),
+            in_flight: flight.of_model(id),
             verdict,
             next,
             substitutions,
@@ -131,27 +141,24 @@ impl Campaign {
         };
         let snap = self.snapshot()?;
         let (e, m) = self.model_in(&snap, id)?;
-        if matches!(e.tag, Tag::Hold | Tag::OutOfScope) {
-            return Err(Refusal::Nothing(format!("{id} is {}: nothing is submitted for it", e.tag)));
-        }
-        if let Some((n, why)) = m.unknowns().into_iter().next() {
-            return Err(Refusal::Watch(WatchError::Unknown(format!("{id}: the {n} check is UNKNOWN ({why})"))));
-        }
         let flight = InFlight::of(&snap.builds);
         let own = flight.of_model(id);
         if !own.is_empty() {
             return Err(Refusal::Busy(format!("{id} has a build in flight ({}): one build per model", own.join(", "))));
         }
-        let action = if feeder {
-            let hf = e
-                .hf_source
-                .clone()
-                .ok_or_else(|| Refusal::Nothing(format!("{id}: no HF source to feed from (hf= in the queue)")))?;
-            Action::SubmitFeeder { id: id.into(), hf_source: hf }
-        } else {
-            tick::next_build(e, m)
-                .action(id)
-                .map_err(|why| Refusal::Nothing(format!("{id}: nothing to submit: {why}")))?
+        // exactly what the tick would submit for it (slots aside); `--feeder` only says which
+        let action = match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight) {
+            Step::Unknown(u) => {
+                let (n, why) = &u[0];
+                return Err(Refusal::Watch(WatchError::Unknown(format!("{id}: the {n} check is UNKNOWN ({why})"))));
+            }
+            Step::Submit(a) if !feeder || matches!(a, Action::SubmitFeeder { .. }) => a,
+            Step::Submit(_) => {
+                return Err(Refusal::Nothing(format!(
+                    "{id}: READY, the watcher would submit its KAIJU encode, not a feeder (submit without --feeder)"
+                )))
+            }
+            other => return Err(Refusal::Nothing(format!("{id}: {}", other.describe(id)))),
         };
         let slots = self.cfg.slots();
         let free = match action {
@@ -183,12 +190,14 @@ impl Campaign {
         };
         let snap = self.snapshot()?;
         let (e, m) = self.model_in(&snap, id)?;
-        if !m.unknowns().is_empty() {
-            return Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")));
+        // what the tick would submit for it; the confirmation overrides the slots only
+        let flight = InFlight::of(&snap.builds);
+        match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight) {
+            Step::Submit(action) => self.execute(&action, &snap),
+            Step::Unknown(_) => {
+                Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")))
+            }
+            other => Err(WatchError::Other(format!("{id}: {}", other.describe(id)))),
         }
-        let action = tick::next_build(e, m)
-            .action(id)
-            .map_err(|why| WatchError::Other(format!("{id}: nothing to submit: {why}")))?;
-        self.execute(&action, &snap)
     }
 }

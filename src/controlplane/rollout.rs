@@ -64,6 +64,16 @@ impl Rollout {
         &self.path
     }
 
+    /// Whether an event could be appended now (the folder made, the file opened for append;
+    /// nothing written): an edit checks this before it changes anything, so that the edit and
+    /// its line go together.
+    pub fn writable(&self) -> std::io::Result<()> {
+        if let Some(d) = self.path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::OpenOptions::new().create(true).append(true).open(&self.path).map(drop)
+    }
+
     /// Append one event as one line. A previous line left without its newline (a writer
     /// killed mid-line) is closed first, so this event stays readable.
     pub fn append(&self, e: &Event) -> std::io::Result<()> {
@@ -136,7 +146,8 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
     let scale = match unit {
         "s" => 1.0,
         "m" => 60.0,
-        "h" | "" => 3600.0,
+        "h" => 3600.0,
+        "" => return Err(format!("{s:?}: expected a unit after the number (s, m, h, d, w), e.g. {s}h")),
         "d" => 86400.0,
         "w" => 604800.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (s, m, h, d, w)")),
@@ -206,6 +217,7 @@ mod tests {
         assert_eq!(parse_duration("1w").unwrap(), 604800.0);
         assert!(parse_duration("2 fortnights").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5").unwrap_err().contains("expected a unit"), "a bare number is not silently hours");
         assert_eq!(utc(0.0), "1970-01-01 00:00:00Z");
     }
 }

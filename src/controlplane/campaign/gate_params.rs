@@ -17,8 +17,8 @@ pub enum ParamsError {
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
-/// 16 chunks, no thresholds). Error feedback is on: `_CALIB_TEXT` names the image's
-/// calibration text (empty: encode without feedback).
+/// 16 chunks, no thresholds). Error feedback is off: `_CALIB_TEXT` is empty (`[feedback]
+/// enabled = true` names the image's calibration text).
 pub const QWEN25_7B_DEFAULTS: [(&str, &str); 26] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
@@ -44,7 +44,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 26] = [
     ("_KLD_MAX", ""),
     ("_TOP1_MIN", ""),
     ("_PPL_RATIO_MAX", ""),
-    ("_CALIB_TEXT", crate::config::IMAGE_CALIB_TEXT),
+    ("_CALIB_TEXT", ""),
     ("_CALIB_CHUNKS", "16"),
 ];
 

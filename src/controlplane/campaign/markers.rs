@@ -64,6 +64,12 @@ impl Markers {
         self.remove(id, "feeder")
     }
 
+    /// `requeue`: every marker, a pending re-encode request included.
+    pub fn clear_all(&self, id: &str) -> std::io::Result<()> {
+        self.clear(id)?;
+        self.remove(id, "reencode")
+    }
+
     /// Requeue for a re-encode: clear the markers and ask for one more encode, even though
     /// the model's knot is shipped (it stays in place until the new one passes its gate).
     pub fn request_reencode(&self, id: &str) -> std::io::Result<()> {

@@ -116,14 +116,18 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
     let mut bpw = None;
+    let mut seen: Vec<&str> = Vec::new();
     for t in &toks[1..] {
+        if let Some((key, _)) = t.split_once('=') {
+            if seen.contains(&key) {
+                return Err(err(format!("{id}: {key}= given twice")));
+            }
+            seen.push(key);
+        }
         if let Some(v) = t.strip_prefix("params=") {
-            params = Some(
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|p| *p > 0.0)
-                    .ok_or_else(|| err(format!("{id}: params={v:?}: expected a positive number of billions")))?,
-            );
+            params = Some(v.parse::<f64>().ok().filter(|p| p.is_finite() && *p > 0.0 && *p < 100_000.0).ok_or_else(
+                || err(format!("{id}: params={v:?}: expected a positive number of billions (under 100000)")),
+            )?);
         } else if let Some(v) = t.strip_prefix("family=") {
             family = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("hf=") {
@@ -134,16 +138,15 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                     .ok()
                     .filter(|&q| crate::dataplane::codec::kaiju1::Variant::new(q).is_some())
                     .ok_or_else(|| {
-                        err(format!("{id}: q={v:?}: expected the KAIJU1 Voronoi modulus 3, 4, 5, 6 or 8"))
+                        let valid: Vec<String> =
+                            crate::dataplane::codec::kaiju1::Variant::all().map(|v| v.q.to_string()).collect();
+                        err(format!("{id}: q={v:?}: expected a KAIJU1 Voronoi modulus ({})", valid.join(", ")))
                     })?,
             );
         } else if let Some(v) = t.strip_prefix("bpw=") {
-            bpw = Some(
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|b| b.is_finite() && *b > 0.0)
-                    .ok_or_else(|| err(format!("{id}: bpw={v:?}: expected a budget of bits per weight, e.g. 2.6")))?,
-            );
+            bpw = Some(v.parse::<f64>().ok().filter(|b| b.is_finite() && *b > 0.0 && *b <= 16.0).ok_or_else(|| {
+                err(format!("{id}: bpw={v:?}: expected a budget of bits per weight above 0 and at most 16, e.g. 2.6"))
+            })?);
         } else if let Some(v) = t.strip_prefix("mix=") {
             crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
             mix = Some(v.to_string());
@@ -157,6 +160,11 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
+    }
+    if modulus.is_some() && bpw.is_some() {
+        return Err(err(format!(
+            "{id}: q= and bpw= together: q= picks one variant, bpw= a budget the encoder allocates; give one"
+        )));
     }
     Ok(Some(Entry {
         id: id.to_string(),
@@ -272,6 +280,13 @@ impl Queue {
         let e = self.get(id).ok_or_else(|| QueueError::NoSuchModel(id.into()))?;
         if e.tag == Tag::Hold {
             return Err(QueueError::Edit(format!("{id} is already on HOLD")));
+        }
+        // the reason lives in the model's one queue line, before the remembered comment
+        if let Some(r) = reason.filter(|r| r.contains(['\n', '\r', '¦'])) {
+            return Err(QueueError::Edit(format!(
+                "hold reason {r:?}: expected one line without '¦' (it is kept in the model's queue line, \
+                 where '¦' separates it from the comment that unhold restores)"
+            )));
         }
         let mut c = format!("hold (was {}){}", e.tag, reason.map(|r| format!(": {r}")).unwrap_or_default());
         if let Some(old) = &e.comment {
@@ -425,12 +440,37 @@ mod tests {
         assert_eq!(q.entries[0].bpw, None);
         let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l bpw=2.6 READY-NOW\n").unwrap();
         assert_eq!(q.entries[0].bpw, Some(2.6));
-        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf"] {
+        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf", "bpw=99", "bpw=1e9"] {
             let e = Queue::parse(Path::new("queue.txt"), &format!("a params=1 family=l {bad} READY-NOW\n"))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("queue.txt:1") && e.contains("expected a budget of bits per weight"), "{bad}: {e}");
         }
+        // nonsense that used to pass silently: each refused with the line and what is wrong
+        for (line, says) in [
+            ("a params=1 family=l q=8 bpw=2.5 READY-NOW", "q= and bpw= together"),
+            ("a params=1 family=l params=3 READY-NOW", "params= given twice"),
+            ("a params=1e400 family=l READY-NOW", "params=\"1e400\": expected a positive number"),
+            ("a params=1 family=l q=7 READY-NOW", "3, 4, 5, 6, 8, 10, 12, 16"),
+        ] {
+            let e = Queue::parse(Path::new("queue.txt"), &format!("{line}\n")).unwrap_err().to_string();
+            assert!(e.contains("queue.txt:1") && e.contains(says), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hold_reason_that_would_break_the_line_or_the_restore_is_refused() {
+        let text = "a params=1 family=l hf=o/a AUTO-FEED  # original note\n";
+        for bad in ["two\nlines", "cr\rhere", "with ¦ inside", "a¦b"] {
+            let mut q = Queue::parse(Path::new("queue.txt"), text).unwrap();
+            let e = q.hold("a", Some(bad)).unwrap_err().to_string();
+            assert!(e.starts_with("hold reason") && !e.contains("queue.txt:"), "{e}");
+            assert_eq!(q.render(), text, "nothing changed");
+        }
+        let mut q = Queue::parse(Path::new("queue.txt"), text).unwrap();
+        q.hold("a", Some("licence # to check")).unwrap();
+        q.unhold("a", None).unwrap();
+        assert_eq!(q.render(), text, "hold + unhold restores the line");
     }
 
     #[test]

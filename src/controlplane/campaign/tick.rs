@@ -215,6 +215,75 @@ fn is_done(inv: &Inventory, markers: &MarkerSet, id: &str) -> bool {
     inv.get(id).is_some_and(|m| m.output.is_present()) && !markers.reencode.contains(id)
 }
 
+/// What the watcher does with one model, slots aside: the one rule that the tick, `check`,
+/// `submit` and the control room's "submit now" all follow (the decision table's step 2).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// HOLD: skipped, with the operator's reason
+    Held(String),
+    /// its knot is shipped and no re-encode is asked for
+    Done,
+    /// a check came back UNKNOWN: (check, error) each; nothing is decided until it clears
+    Unknown(Vec<(String, String)>),
+    /// nothing for it now, and why
+    Skip(String),
+    /// the build the watcher would submit for it when a slot is free
+    Submit(Action),
+}
+
+impl Step {
+    /// The step as `check` and the control room say it: the build, or "nothing: why".
+    pub fn describe(&self, id: &str) -> String {
+        match self {
+            Step::Held(why) => format!("nothing: HOLD ({why})"),
+            Step::Done => {
+                format!("nothing: DONE, its knot is shipped (`requeue {id} --reencode` asks for another encode)")
+            }
+            Step::Unknown(u) => format!(
+                "nothing until the UNKNOWN check(s) clear: {}",
+                u.iter().map(|(n, e)| format!("{n}: {e}")).collect::<Vec<_>>().join("; ")
+            ),
+            Step::Skip(why) => format!("nothing: {why}"),
+            Step::Submit(Action::SubmitEncode { .. }) => Next::Encode.describe(),
+            Step::Submit(Action::SubmitFeeder { hf_source, .. }) => Next::Feed(hf_source.clone()).describe(),
+        }
+    }
+}
+
+/// The watcher's step for model `e` (probed as `m`), given the markers and the builds in flight.
+pub fn model_step(e: &Entry, m: &ModelInventory, inv: &Inventory, markers: &MarkerSet, flight: &InFlight) -> Step {
+    let id = e.id.as_str();
+    let why = e.comment.as_deref().unwrap_or("no reason given");
+    match e.tag {
+        Tag::OutOfScope => return Step::Skip(format!("OUT-OF-SCOPE ({why})")),
+        Tag::Hold => return Step::Held(why.to_string()),
+        _ => {}
+    }
+    if is_done(inv, markers, id) {
+        return Step::Done;
+    }
+    if !flight.of_model(id).is_empty() {
+        return Step::Skip("a build of its own is in flight".into());
+    }
+    let unknown = m.unknowns();
+    if !unknown.is_empty() {
+        return Step::Unknown(unknown.into_iter().map(|(n, e)| (n.to_string(), e.to_string())).collect());
+    }
+    if markers.done.contains(id) {
+        return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into());
+    }
+    let missing = || m.missing().join("; ");
+    match next_build(e, m) {
+        Next::Encode => Step::Submit(Action::SubmitEncode { id: id.into() }),
+        _ if e.tag == Tag::External => Step::Skip(format!("EXTERNAL, never fed; not ready: {}", missing())),
+        Next::Feed(_) if markers.feeder.contains(id) => {
+            Step::Skip(format!("feeder was submitted but not ready (FAILED; requeue to retry): {}", missing()))
+        }
+        Next::Feed(hf) => Step::Submit(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
+        Next::Blocked(why) => Step::Skip(why),
+    }
+}
+
 pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet, slots: &Slots) -> Decision {
     // every held model is reported loudly on every tick, whatever else happens
     let mut notes: Vec<String> = queue
@@ -236,80 +305,58 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
     }
     for e in queue {
         let id = e.id.as_str();
-        let why = e.comment.as_deref().unwrap_or("no reason given");
-        match e.tag {
-            Tag::OutOfScope => {
-                notes.push(format!("skip {id}: OUT-OF-SCOPE ({why})"));
+        let Some(m) = inv.get(id) else {
+            if matches!(e.tag, Tag::OutOfScope | Tag::Hold) {
+                if e.tag == Tag::OutOfScope {
+                    notes.push(format!(
+                        "skip {id}: OUT-OF-SCOPE ({})",
+                        e.comment.as_deref().unwrap_or("no reason given")
+                    ));
+                }
                 continue;
             }
-            Tag::Hold => continue,
-            _ => {}
-        }
-        let Some(m) = inv.get(id) else {
             return Decision {
                 action: None,
                 outcome: Outcome::Blocked { id: id.into(), checks: vec!["all".into()], why: "not probed".into() },
                 notes,
             };
         };
-        if is_done(inv, markers, id) {
-            continue;
-        }
-        if !flight.of_model(id).is_empty() {
-            notes.push(format!("skip {id}: a build of its own is in flight"));
-            continue;
-        }
-        let unknown = m.unknowns();
-        if !unknown.is_empty() {
-            // checks failing for one reason (a store that cannot be reached) are said once
-            let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
-            for (n, e) in &unknown {
-                match groups.iter_mut().find(|(_, r)| r == e) {
-                    Some((names, _)) => names.push(n),
-                    None => groups.push((vec![n], e.as_str())),
+        match model_step(e, m, inv, markers, &flight) {
+            Step::Held(_) | Step::Done => {}
+            Step::Skip(why) => notes.push(format!("skip {id}: {why}")),
+            Step::Unknown(unknown) => {
+                // checks failing for one reason (a store that cannot be reached) are said once
+                let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+                for (n, e) in &unknown {
+                    match groups.iter_mut().find(|(_, r)| r == e) {
+                        Some((names, _)) => names.push(n),
+                        None => groups.push((vec![n], e.as_str())),
+                    }
                 }
+                let why = groups.iter().map(|(n, e)| format!("{}: {e}", n.join(", "))).collect::<Vec<_>>().join("; ");
+                notes.push(format!("stop at {id}: UNKNOWN {why}"));
+                let checks = unknown.into_iter().map(|(n, _)| n).collect();
+                return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), checks, why }, notes };
             }
-            let why = groups.iter().map(|(n, e)| format!("{}: {e}", n.join(", "))).collect::<Vec<_>>().join("; ");
-            notes.push(format!("stop at {id}: UNKNOWN {why}"));
-            let checks = unknown.iter().map(|(n, _)| n.to_string()).collect();
-            return Decision { action: None, outcome: Outcome::Blocked { id: id.into(), checks, why }, notes };
-        }
-        if markers.done.contains(id) {
-            notes
-                .push(format!("skip {id}: encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)"));
-            continue;
-        }
-        let next = next_build(e, m);
-        if next == Next::Encode {
-            if !flight.encode_free(slots) {
-                notes.push(format!(
-                    "skip {id}: READY, waiting for an encode slot ({} of {} taken)",
-                    flight.encodes, slots.encodes
-                ));
-                continue;
+            Step::Submit(a @ Action::SubmitEncode { .. }) => {
+                if !flight.encode_free(slots) {
+                    notes.push(format!(
+                        "skip {id}: READY, waiting for an encode slot ({} of {} taken)",
+                        flight.encodes, slots.encodes
+                    ));
+                    continue;
+                }
+                return Decision { action: Some(a), outcome: Outcome::Act, notes };
             }
-            return Decision { action: Some(Action::SubmitEncode { id: id.into() }), outcome: Outcome::Act, notes };
-        }
-        if e.tag == Tag::External {
-            notes.push(format!("skip {id}: EXTERNAL, not ready: {}", m.missing().join("; ")));
-            continue;
-        }
-        match next {
-            Next::Feed(_) if !markers.feeder.contains(id) && !flight.feeder_free(slots) => notes
-                .push(format!("skip {id}: needs a feeder, waiting for the feeder slot (feeders run one at a time)")),
-            Next::Feed(hf) if !markers.feeder.contains(id) => {
-                return Decision {
-                    action: Some(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
-                    outcome: Outcome::Act,
-                    notes,
-                };
+            Step::Submit(a @ Action::SubmitFeeder { .. }) => {
+                if !flight.feeder_free(slots) {
+                    notes.push(format!(
+                        "skip {id}: needs a feeder, waiting for the feeder slot (feeders run one at a time)"
+                    ));
+                    continue;
+                }
+                return Decision { action: Some(a), outcome: Outcome::Act, notes };
             }
-            Next::Feed(_) => notes.push(format!(
-                "skip {id}: feeder was submitted but not ready (FAILED; requeue to retry): {}",
-                m.missing().join("; ")
-            )),
-            Next::Blocked(why) => notes.push(format!("skip {id}: {why}")),
-            Next::Encode => unreachable!("handled above"),
         }
     }
     if !flight.is_empty() {
@@ -402,6 +449,32 @@ mod tests {
             let d = decide(&q, &i, &[], &none(), &ONE);
             assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
         }
+    }
+
+    /// `model_step` is what `check`, `submit` and the control room show; the tick acts on it.
+    #[test]
+    fn one_model_step_is_what_the_tick_does() {
+        let f = InFlight::default();
+        let step = |e: Entry, m: ModelInventory, mk: &MarkerSet| {
+            let (q, i) = one(e, m);
+            model_step(&q[0], &i["a"], &i, mk, &f)
+        };
+        // EXTERNAL is never fed, even with hf=
+        let s = step(entry("a", Tag::External, true), inv(A, A, P, gate(), A), &none());
+        assert!(matches!(&s, Step::Skip(w) if w.starts_with("EXTERNAL, never fed")), "{s:?}");
+        assert!(s.describe("a").starts_with("nothing: EXTERNAL"));
+        let (q, i) = one(entry("a", Tag::External, true), inv(A, A, P, gate(), A));
+        assert_eq!(decide(&q, &i, &[], &none(), &ONE).action, None);
+        // HOLD: nothing, whatever it would need
+        let s = step(entry("a", Tag::Hold, true), inv(A, A, P, gate(), A), &none());
+        assert_eq!(s, Step::Held("because".into()));
+        // shipped: DONE, until a re-encode is asked for
+        assert_eq!(step(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P), &none()), Step::Done);
+        let mut mk = none();
+        mk.reencode.insert("a".into());
+        let s = step(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P), &mk);
+        assert_eq!(s, Step::Submit(Action::SubmitEncode { id: "a".into() }));
+        assert_eq!(s.describe("a"), "KAIJU encode");
     }
 
     #[test]

@@ -178,6 +178,7 @@ pub fn rows(
         gate: GateKind::Missing,
         output: Probe::Unknown("not probed".into()),
     };
+    let flight = super::tick::InFlight::of(builds);
     entries
         .iter()
         .map(|e| {
@@ -232,11 +233,8 @@ pub fn rows(
                     .and_then(|d| d.strip_prefix("step gate: "))
                     .map(|d| format!("FAIL: {d}")),
                 gate_figures: None,
-                next_build: match super::tick::next_build(e, m) {
-                    // as submit_now: nothing starts while a check is UNKNOWN
-                    _ if !m.unknowns().is_empty() => "nothing: a prerequisite check is UNKNOWN".into(),
-                    next => next.describe(),
-                },
+                // what the tick, `check` and "submit now" would do for it: one function decides
+                next_build: super::tick::model_step(e, m, inv, markers, &flight).describe(&e.id),
                 detail,
             }
         })

@@ -497,7 +497,8 @@ impl App {
                 let Some(r) = row else { return vec![] };
                 let id = r.id.clone();
                 match act {
-                    Act::Submit if r.next_build.starts_with("nothing") => {
+                    // read-only says so first, whatever the model would need
+                    Act::Submit if !self.readonly && r.next_build.starts_with("nothing") => {
                         self.note(format!("{id}: {}", r.next_build));
                         vec![]
                     }

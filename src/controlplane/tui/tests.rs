@@ -94,6 +94,15 @@ fn app() -> App {
     sample_app(Theme::mono(), false, false)
 }
 
+/// The first model of the sample the watcher would build for (its IQ-ladder feeder).
+const FEEDABLE: &str = "mistral-small-22b";
+
+fn select(a: &mut App, id: &str) {
+    while a.selected_row().unwrap().id != id {
+        a.on_key(key('j'));
+    }
+}
+
 #[test]
 fn navigation_filter_sort() {
     let mut a = app();
@@ -186,11 +195,12 @@ fn edits_go_through_one_confirmation_path() {
 #[test]
 fn submit_while_busy_needs_a_second_confirmation() {
     let mut a = app();
+    select(&mut a, FEEDABLE);
     a.on_key(key('S'));
     assert!(a.on_key(key('y')).is_empty(), "first yes only acknowledges the one-at-a-time rule");
     assert!(matches!(a.mode, Mode::Confirm { stage: 1, needed: 2, .. }));
     let eff = a.on_key(key('y'));
-    assert!(matches!(&eff[..], [Effect::Run(Op::Submit { id, .. })] if id == "smollm2-135m"), "{eff:?}");
+    assert!(matches!(&eff[..], [Effect::Run(Op::Submit { id, .. })] if id == FEEDABLE), "{eff:?}");
     // with nothing in flight one confirmation is enough
     a.builds.clear();
     a.on_key(key('S'));
@@ -303,6 +313,7 @@ fn screens_at_80x24_and_160x48() {
     d.on_key(code(KeyCode::Enter));
     snapshot("details_160x48.txt", &render(&d, 160, 48));
     let mut c = app();
+    select(&mut c, FEEDABLE);
     c.on_key(key('S'));
     snapshot("confirm_80x24.txt", &render(&c, 80, 24));
 }
@@ -347,9 +358,9 @@ fn a_build_in_flight_has_its_time_left_or_overdue() {
         format!("{:?}", t.backend().buffer())
     };
     // (the estimate is a hair under 126 s in floating point; whole seconds are shown)
-    assert!(text(&a).contains("50s elapsed · ~1m49s left"), "{}", text(&a));
+    assert!(text(&a).contains("50s elapsed · ~1m31s left"), "{}", text(&a));
     a.now = NOW;
-    assert!(text(&a).contains("10m50s elapsed · 8m10s overdue"), "{}", text(&a));
+    assert!(text(&a).contains("10m50s elapsed · 8m28s overdue"), "{}", text(&a));
 }
 
 #[test]
@@ -541,22 +552,36 @@ fn confirmations_name_what_will_happen_and_nonsense_is_refused() {
     }
     a.on_key(key('S'));
     assert_eq!(a.mode, Mode::Normal);
-    assert!(a.status.starts_with("qwen2.5-7b: nothing:"), "{}", a.status);
-    // qwen2.5-0.5b: the confirmation names the build, the state and the estimate
-    a.on_key(key('g'));
-    a.on_key(key('j'));
+    assert!(a.status.starts_with("qwen2.5-7b: nothing until the UNKNOWN"), "{}", a.status);
+    // what the tick would not build is refused as the tick refuses it: DONE (smollm2-135m), its
+    // own build in flight (qwen2.5-0.5b), EXTERNAL and not ready (mistral-7b)
+    for (id, why) in [
+        ("smollm2-135m", "nothing: DONE"),
+        ("qwen2.5-0.5b", "nothing: a build of its own is in flight"),
+        ("mistral-7b", "nothing: EXTERNAL, never fed"),
+    ] {
+        a.on_key(key('g'));
+        select(&mut a, id);
+        a.on_key(key('S'));
+        assert_eq!(a.mode, Mode::Normal, "{id}");
+        assert!(a.status.starts_with(&format!("{id}: {why}")), "{}", a.status);
+    }
+    // a model the tick would feed: the confirmation names the build, the state and the estimate
+    select(&mut a, FEEDABLE);
     a.builds.clear();
     a.on_key(key('S'));
     let Mode::Confirm { op, .. } = a.mode.clone() else { panic!("no confirmation") };
     let d = op.describe();
     assert!(
-        d.starts_with("submit the KAIJU encode (state ENCODING, est. ")
+        d.starts_with("submit the IQ-ladder feeder (from mistralai/")
+            && d.contains("(state ")
             && d.contains(", $")
-            && d.ends_with("of qwen2.5-0.5b now"),
+            && d.ends_with(&format!("of {FEEDABLE} now")),
         "{d}"
     );
     a.on_key(key('n'));
     // unhold is confirmed like hold
+    a.on_key(key('g'));
     while a.selected_row().unwrap().id != "gemma-2-2b" {
         a.on_key(key('j'));
     }

@@ -92,7 +92,10 @@ pub fn draw(f: &mut Frame, app: &App) {
                 }));
             }
             lines.push(Line::from(Span::styled("y: yes   any other key: no", app.theme.title())));
-            popup(f, app, area, "confirm", lines, 60, 6);
+            // as tall as its wrapped text, so that the answer keys always show
+            let inner_w = popup_rect(area, 60, 3).width.saturating_sub(2).max(1) as usize;
+            let h: usize = lines.iter().map(|l| wrapped_height(l, inner_w)).sum::<usize>() + 2;
+            popup(f, app, area, "confirm", lines, 60, h.min(u16::MAX as usize) as u16);
         }
         _ => {}
     }

@@ -43,6 +43,10 @@ pub enum EncodeError {
     OutputIsInput { out_flag: &'static str, out: PathBuf, input_flag: &'static str, input: PathBuf },
     #[error("--calib-text {path}: {msg}")]
     Feedback { path: PathBuf, msg: String },
+    #[error("{0}")]
+    Usage(String),
+    #[error("--{flag} {path}: {msg}")]
+    OutputPath { flag: &'static str, path: PathBuf, msg: String },
 }
 
 /// Warnings about inputs that look swapped or wrong, said before a long encode: a truth
@@ -74,11 +78,28 @@ pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<Stri
     w
 }
 
-/// Refuse outputs (the knot, the telemetry) that are one of the inputs: the rename at the end
-/// would replace it.
+/// Refuse outputs (the knot, the telemetry) that cannot be written, before any work: a
+/// directory, a path whose folder does not exist, one of the inputs (the rename at the end
+/// would replace it), or the same file twice.
 fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
     let inputs = [("--f16", &job.f16), ("--imatrix", &job.imatrix), ("--base", &job.base)];
     let outputs = std::iter::once(("out", &job.out)).chain(job.telemetry.iter().map(|t| ("telemetry", t)));
+    for (out_flag, out) in outputs.clone() {
+        let bad = |msg: &str| EncodeError::OutputPath { flag: out_flag, path: out.clone(), msg: msg.into() };
+        if out.is_dir() {
+            return Err(bad("is a directory; expected a file to write"));
+        }
+        let folder = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !folder.is_dir() {
+            return Err(bad(&format!("its folder {} does not exist", folder.display())));
+        }
+    }
+    if let Some(t) = &job.telemetry {
+        if t == &job.out || crate::fsutil::same_file(t, &job.out) {
+            let msg = "is also --out: the telemetry and the knot need two files";
+            return Err(EncodeError::OutputPath { flag: "telemetry", path: t.clone(), msg: msg.into() });
+        }
+    }
     for (out_flag, out) in outputs {
         for (input_flag, input) in inputs {
             if crate::fsutil::same_file(out, input) {
@@ -350,6 +371,16 @@ fn resolve(
     base: &Gguf,
     selected: &[String],
 ) -> Result<Resolved, EncodeError> {
+    let unmatched = job.mix.unmatched(selected);
+    if !unmatched.is_empty() {
+        let rules: Vec<String> = unmatched.iter().map(|r| r.to_string()).collect();
+        return Err(EncodeError::Usage(format!(
+            "--mix {}: names no tensor this encode writes ({} layers in {})",
+            rules.join(","),
+            block_count(base),
+            job.base.display()
+        )));
+    }
     let default = Choice::Kaiju(job.opts.variant);
     let mut r = Resolved { choices: HashMap::new(), why: HashMap::new(), sampled: HashMap::new(), report: None };
     let Some(budget) = job.budget else {
@@ -616,7 +647,11 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     };
     if let Some(p) = &job.telemetry {
         let json = serde_json::to_vec_pretty(&tel).expect("telemetry serializes");
-        crate::fsutil::write_atomic(p, &json).map_err(|source| EncodeError::Io { path: p.clone(), source })?;
+        if let Err(source) = crate::fsutil::write_atomic(p, &json) {
+            // the knot and its telemetry go together: no finished --out from a failed command
+            std::fs::remove_file(&job.out).ok();
+            return Err(EncodeError::Io { path: p.clone(), source });
+        }
     }
     Ok(tel)
 }

@@ -172,6 +172,13 @@ impl Mix {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The rules that name none of `names` (a layer range past the model's depth, a kind it
+    /// does not have): a mix that silently does nothing is a mistake.
+    pub fn unmatched<'m>(&'m self, names: &[String]) -> Vec<&'m Rule> {
+        let hits: Vec<(&str, u32)> = names.iter().filter_map(|n| matmul_kind_layer(n)).collect();
+        self.0.iter().filter(|r| !hits.iter().any(|&(k, l)| r.matches(k, l))).collect()
+    }
 }
 
 fn parse_layers(s: &str) -> Option<(u32, u32)> {

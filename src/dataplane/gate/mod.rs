@@ -260,6 +260,46 @@ pub fn ppl_of_text(
     })
 }
 
+/// The model's trained context (`<arch>.context_length`), when the file says it.
+fn context_length(g: &Gguf) -> Option<usize> {
+    g.get_u64(&format!("{}.context_length", g.architecture()?)).map(|v| v as usize)
+}
+
+/// Every case's tokens within the vocabulary and its prompt within the context, before any
+/// forward pass: a bad case names the qspec, the case and the field.
+fn check_cases<'c>(
+    qspec: &Path,
+    cases: impl Iterator<Item = &'c GateCase>,
+    n_vocab: usize,
+    n_ctx: Option<usize>,
+) -> Result<(), GateError> {
+    let bad = |msg: String| GateError::Usage(format!("{}: {msg}", qspec.display()));
+    for (i, c) in cases.enumerate() {
+        let case = if i == 0 { "the qspec's case".to_string() } else { format!("case {}", i + 1) };
+        let fields = c
+            .prompt_tokens
+            .iter()
+            .map(|&t| ("prompt_tokens", t))
+            .chain(std::iter::once(("expect_token", c.expect_token)))
+            .chain(c.reject_token.map(|t| ("reject_token", t)));
+        for (field, t) in fields {
+            if t as usize >= n_vocab {
+                return Err(bad(format!("{case}: {field} {t} is out of range (the model has {n_vocab} tokens)")));
+            }
+        }
+        if let Some(n) = n_ctx.filter(|&n| c.prompt_tokens.len() > n) {
+            return Err(bad(format!(
+                "{case}: prompt_tokens holds {} tokens, more than the model's context of {n}",
+                c.prompt_tokens.len()
+            )));
+        }
+        if c.prompt_tokens.is_empty() {
+            return Err(bad(format!("{case}: prompt_tokens is empty")));
+        }
+    }
+    Ok(())
+}
+
 fn check_case(m: &Model, c: &GateCase) -> Result<CaseOutcome, GateError> {
     for t in std::iter::once(c.expect_token).chain(c.reject_token) {
         if t as usize >= m.cfg.n_vocab {
@@ -304,10 +344,19 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         };
     let t0 = Instant::now();
     let g = Gguf::open(&job.knot)?;
+    let mut ref_kind = quality::RefKind::F16;
     let reference = match distribution {
         Some((r, _)) => {
             let rg = Gguf::open(r)?;
             quality::check_same_model(&rg, &g)?;
+            ref_kind = quality::RefKind::of(&rg, &g);
+            if let quality::RefKind::Quantized(ty) = &ref_kind {
+                log::warn!(
+                    target: "gate",
+                    "--ref {}: its matmul weights are {ty}, not an f16 truth; the figures are against that file",
+                    r.display()
+                );
+            }
             Some(rg)
         }
         None => None,
@@ -319,6 +368,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         model::DEFAULT_DENSE_LIMIT
     });
     let m = Model::load(&g, limit)?;
+    check_cases(&job.qspec, q.all_cases().iter().chain(&job.extra_cases), m.cfg.n_vocab, context_length(&g))?;
     let rm = reference.as_ref().map(|rg| Model::load(rg, limit)).transpose()?;
     let load_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
@@ -338,6 +388,14 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     let mut quality_skipped = None;
     let quality = match (distribution, &rm) {
         (Some((r, t)), Some(rm)) => match tokenizer::Tokenizer::from_gguf(&g) {
+            // KLD 0 against itself: every threshold would pass
+            Ok(_) if ref_kind == quality::RefKind::Same && job.thresholds.any() => {
+                return Err(GateError::Usage(format!(
+                    "--ref {}: its matmul weights are the knot's own (KLD against itself is 0), so no \
+                     threshold can be checked against it; give the f16 truth the knot was encoded from",
+                    r.display()
+                )))
+            }
             Ok(tok) => {
                 let text = text::Text::load(&tok, t)?;
                 let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
@@ -348,6 +406,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
                 };
                 let mut q = quality::compare(rm, &m, &text, ctx, job.chunks, &mut report)?;
                 q.reference = r.display().to_string();
+                q.reference_kind = ref_kind.label();
                 Some(q)
             }
             // e.g. a SentencePiece model: the argmax cases still gate it; thresholds that

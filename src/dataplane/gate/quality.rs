@@ -17,6 +17,9 @@ use std::time::Instant;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Quality {
     pub reference: String,
+    /// what the reference is: "f16", "quantized (Q4_1)", or "the knot's own weights"
+    #[serde(default = "f16_label")]
+    pub reference_kind: String,
     pub text: String,
     pub ctx: usize,
     pub chunks: usize,
@@ -35,6 +38,10 @@ pub struct Quality {
     pub seconds: f64,
     /// scored tokens' positions run through both models, per second (ctx·chunks·2 / seconds)
     pub model_tokens_per_s: f64,
+}
+
+fn f16_label() -> String {
+    "f16".into()
 }
 
 /// Limits a knot must hold; an unset one is reported, not enforced.
@@ -113,6 +120,54 @@ pub fn check_same_model(reference: &Gguf, knot: &Gguf) -> Result<(), GateError> 
         return Err(mismatch("tokenizer.ggml.tokens differ".into()));
     }
     Ok(())
+}
+
+/// What a distributional reference is, judged by its matmul weights.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RefKind {
+    /// F16 / BF16 / F32: an f16 truth
+    F16,
+    /// quantized matmul weights (the first one's type): figures against it are not "vs f16"
+    Quantized(String),
+    /// the knot's own matmul weights (the same file, or every matmul tensor byte-identical)
+    Same,
+}
+
+impl RefKind {
+    pub fn of(reference: &Gguf, knot: &Gguf) -> RefKind {
+        use crate::dataplane::gguf::types;
+        let mm = |g: &Gguf| -> Vec<String> {
+            g.tensors
+                .iter()
+                .filter(|t| crate::dataplane::encode::is_matmul_weight(&t.name))
+                .map(|t| t.name.clone())
+                .collect()
+        };
+        let names = mm(reference);
+        let same = crate::fsutil::same_file(&reference.path, &knot.path)
+            || (!names.is_empty()
+                && names == mm(knot)
+                && names.iter().all(|n| match (reference.tensor(n), knot.tensor(n)) {
+                    (Some(a), Some(b)) => a.ty == b.ty && a.size == b.size && reference.data(a) == knot.data(b),
+                    _ => false,
+                }));
+        if same {
+            return RefKind::Same;
+        }
+        let plain = |t: types::TypeId| t == types::F16 || t == types::BF16 || t == types::F32;
+        match names.iter().filter_map(|n| reference.tensor(n)).find(|t| !plain(t.ty)) {
+            Some(t) => RefKind::Quantized(t.ty.name().to_string()),
+            None => RefKind::F16,
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            RefKind::F16 => "f16".into(),
+            RefKind::Quantized(ty) => format!("a quantized reference ({ty}, not an f16 truth)"),
+            RefKind::Same => "the knot's own weights".into(),
+        }
+    }
 }
 
 /// One scored position: KL(p_ref ‖ p_knot), argmax agreement, both NLLs of the next token.
@@ -200,6 +255,7 @@ pub fn compare(
     let seconds = t0.elapsed().as_secs_f64();
     Ok(Quality {
         reference: String::new(),
+        reference_kind: f16_label(),
         text: text.path.display().to_string(),
         ctx,
         chunks,
@@ -224,6 +280,7 @@ impl Quality {
     pub fn example() -> Quality {
         Quality {
             reference: "f16.gguf".into(),
+            reference_kind: f16_label(),
             text: "ppl.txt".into(),
             ctx: 512,
             chunks: 16,
@@ -246,11 +303,12 @@ impl Quality {
     pub fn log_lines(&self, t: &Thresholds) -> String {
         let lim = |v: Option<f64>, unit: &str| v.map(|x| format!("{x}{unit}")).unwrap_or_else(|| "unset".into());
         format!(
-            "distribution vs f16 {} over {}: ctx {}, {} chunks, {} tokens scored\n\
+            "distribution vs {} {} over {}: ctx {}, {} chunks, {} tokens scored\n\
              kld: mean {:.6} ± {:.6}  median {:.6}  p99 {:.6}  max {:.6}   (kld_max {})\n\
              top-1 agreement: {:.2}%   (top1_min {})\n\
              ppl: f16 {:.4}  knot {:.4}  ratio {:.4}   (ppl_ratio_max {})\n\
              distribution time: {:.1}s ({:.1} model-tokens/s)\n",
+            self.reference_kind,
             self.reference,
             self.text,
             self.ctx,
@@ -307,6 +365,7 @@ mod tests {
     fn q(kld: f64, top1: f64, ratio: f64) -> Quality {
         Quality {
             reference: "f".into(),
+            reference_kind: f16_label(),
             text: "t".into(),
             ctx: 512,
             chunks: 1,

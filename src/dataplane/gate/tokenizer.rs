@@ -55,8 +55,11 @@ pub enum TokenizerError {
 
 pub struct Tokenizer {
     vocab: HashMap<String, u32>,
-    ranks: HashMap<(String, String), usize>,
+    /// merge rank by its GGUF text ("a b": two symbols, one space); the first of a repeated one
+    ranks: HashMap<String, usize>,
     byte_char: [char; 256],
+    /// each token's text, by id (byte-level: one char per byte)
+    tokens: Vec<String>,
     pre: PreTokenizer,
     ignore_merges: bool,
     pub bos: Option<u32>,
@@ -95,19 +98,30 @@ impl Tokenizer {
         };
         let pre_name = g.get_str("tokenizer.ggml.pre").unwrap_or("default");
         let pre = PreTokenizer::from_name(pre_name).ok_or_else(|| TokenizerError::Pre(path, pre_name.to_string()))?;
-        let vocab = toks.iter().enumerate().filter_map(|(i, v)| Some((v.as_str()?.to_string(), i as u32))).collect();
-        let ranks = merges
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| {
-                let (a, b) = v.as_str()?.split_once(' ')?;
-                Some(((a.to_string(), b.to_string()), i))
-            })
-            .collect();
+        let tokens: Vec<String> = toks.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect();
+        let vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+        let mut ranks = HashMap::with_capacity(merges.len());
+        for (i, m) in merges.iter().enumerate().filter_map(|(i, v)| Some((i, v.as_str()?))) {
+            if m.contains(' ') {
+                ranks.entry(m.to_string()).or_insert(i);
+            }
+        }
         let add_bos = matches!(g.get("tokenizer.ggml.add_bos_token"), Some(Value::Bool(1)));
         let bos = g.get_u64("tokenizer.ggml.bos_token_id").map(|v| v as u32);
         let ignore_merges = matches!(pre, PreTokenizer::Qwen2 { max_digits: 3 });
-        Ok(Tokenizer { vocab, ranks, byte_char: byte_chars(), pre, ignore_merges, bos, add_bos })
+        Ok(Tokenizer { vocab, ranks, byte_char: byte_chars(), tokens, pre, ignore_merges, bos, add_bos })
+    }
+
+    /// The text of a run of ids (llama.cpp's detokenizer for byte-level BPE without special
+    /// tokens): each token's chars mapped back to their bytes; invalid UTF-8 replaced.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let byte_of: HashMap<char, u8> = self.byte_char.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
+        let bytes: Vec<u8> = ids
+            .iter()
+            .filter_map(|&i| self.tokens.get(i as usize))
+            .flat_map(|t| t.chars().filter_map(|c| byte_of.get(&c).copied()))
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     pub fn pre(&self) -> PreTokenizer {
@@ -125,36 +139,87 @@ impl Tokenizer {
         out
     }
 
+    /// Byte-level BPE on one piece, as llama.cpp's `llm_tokenizer_bpe_session` runs it: the
+    /// piece's symbols in a linked list, the candidate merges in a min-heap by (rank, position),
+    /// a popped merge applied only while both its symbols still hold the text it was made from.
+    /// O(n log n) in the piece's length (a 1 MB run of one letter is one piece).
     fn bpe(&self, piece: &str) -> Vec<u32> {
-        let mut syms: Vec<String> = piece.bytes().map(|b| self.byte_char[b as usize].to_string()).collect();
+        let text: String = piece.bytes().map(|b| self.byte_char[b as usize]).collect();
         if self.ignore_merges {
-            if let Some(&id) = self.vocab.get(&syms.concat()) {
+            if let Some(&id) = self.vocab.get(&text) {
                 return vec![id];
             }
         }
-        loop {
-            let mut best: Option<(usize, usize)> = None;
-            for i in 0..syms.len().saturating_sub(1) {
-                if let Some(&r) = self.ranks.get(&(syms[i].clone(), syms[i + 1].clone())) {
-                    if best.is_none_or(|(br, _)| r < br) {
-                        best = Some((r, i));
-                    }
-                }
+        // symbols: byte ranges of `text` (one per mapped char), linked left and right
+        let mut syms: Vec<Sym> = Vec::with_capacity(text.len());
+        for (i, (at, c)) in text.char_indices().enumerate() {
+            syms.push(Sym { start: at, len: c.len_utf8(), prev: i.checked_sub(1), next: Some(i + 1) });
+        }
+        if let Some(last) = syms.last_mut() {
+            last.next = None;
+        }
+        let mut key = String::new();
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut push = |heap: &mut std::collections::BinaryHeap<_>, syms: &[Sym], l: usize, r: usize| {
+            let (a, b) = (&text[syms[l].range()], &text[syms[r].range()]);
+            key.clear();
+            key.push_str(a);
+            key.push(' ');
+            key.push_str(b);
+            if let Some(&rank) = self.ranks.get(key.as_str()) {
+                heap.push(std::cmp::Reverse((rank, l, r, a.len() + b.len())));
             }
-            let Some((_, i)) = best else { break };
-            let merged = format!("{}{}", syms[i], syms[i + 1]);
-            syms.splice(i..i + 2, [merged]);
+        };
+        for i in 1..syms.len() {
+            push(&mut heap, &syms, i - 1, i);
+        }
+        while let Some(std::cmp::Reverse((_, l, r, len))) = heap.pop() {
+            // stale: one side was merged away or grew since this candidate was made
+            if syms[l].len == 0 || syms[r].len == 0 || syms[l].next != Some(r) || syms[l].len + syms[r].len != len {
+                continue;
+            }
+            syms[l].len += syms[r].len;
+            syms[r].len = 0;
+            syms[l].next = syms[r].next;
+            if let Some(n) = syms[r].next {
+                syms[n].prev = Some(l);
+            }
+            if let Some(p) = syms[l].prev {
+                push(&mut heap, &syms, p, l);
+            }
+            if let Some(n) = syms[l].next {
+                push(&mut heap, &syms, l, n);
+            }
         }
         let mut out = Vec::with_capacity(syms.len());
-        for s in syms {
-            if let Some(&id) = self.vocab.get(&s) {
+        let mut at = (!syms.is_empty()).then_some(0);
+        while let Some(i) = at {
+            let s = &text[syms[i].range()];
+            if let Some(&id) = self.vocab.get(s) {
                 out.push(id);
             } else {
                 // a merge result missing from the vocabulary: its bytes one by one
-                out.extend(s.chars().filter_map(|ch| self.vocab.get(&ch.to_string()).copied()));
+                let mut buf = [0u8; 4];
+                out.extend(s.chars().filter_map(|ch| self.vocab.get(&*ch.encode_utf8(&mut buf)).copied()));
             }
+            at = syms[i].next;
         }
         out
+    }
+}
+
+/// One symbol of a piece under BPE: `len` bytes of the mapped text from `start` (0 once merged
+/// into its left neighbour).
+struct Sym {
+    start: usize,
+    len: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+impl Sym {
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start..self.start + self.len
     }
 }
 
