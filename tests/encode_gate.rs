@@ -540,6 +540,18 @@ fn unwritable_outputs_are_refused_before_the_encode() {
     }
 }
 
+/// A `--mix` rule that names no tensor of the model (layers past its depth) is a mistake, not a
+/// no-op: refused with the rule and the model's depth named, nothing written.
+#[test]
+fn a_mix_rule_that_names_no_tensor_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("k.knot");
+    let job = EncodeJob { mix: encode::Mix::parse("attn_v=6,attn_v@30-40=8").unwrap(), ..smol_job(out.clone()) };
+    let e = encode::run(&job).unwrap_err().to_string();
+    assert!(e.starts_with("--mix attn_v@30-40=8: names no tensor") && e.contains("30 layers"), "{e}");
+    assert!(!out.exists());
+}
+
 /// The campaign's first size class, end to end on a real qwen2 model: Qwen2.5-Coder-0.5B
 /// converted to f16, encoded at the budget the shipped queue gives qwen2.5-0.5b (with the
 /// qwen2 gains), and gated: its argmax qspec (" Paris") and the distribution against the f16
