@@ -204,6 +204,10 @@ fn inspect_reads_both_imatrix_formats_and_names_a_file_that_is_neither() {
     assert!(e.contains("junk.gguf: neither GGUF (no \"GGUF\" magic) nor a legacy imatrix .dat ("), "{e}");
     let e = kaiju::dataplane::inspect::inspect(&dir.path().join("absent"), None).unwrap_err().to_string();
     assert!(e.contains("absent: ") && e.contains("No such file"), "{e}");
+    // another model's imatrix: the width mismatch the encoder reports, not every weight "missing"
+    let s = kaiju::dataplane::inspect::inspect(&common::qwen05(), Some(&common::imatrix_gguf())).unwrap();
+    assert!(s.contains("0/168 matmul weights") && s.contains("width mismatch on 168 of them"), "{s}");
+    assert!(!s.contains("missing:"), "{s}");
 }
 
 /// A directory given where a GGUF is expected is named as such (mapping it failed with

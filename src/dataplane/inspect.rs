@@ -2,7 +2,7 @@
 
 use crate::dataplane::encode::is_matmul_weight;
 use crate::dataplane::encode::plan::matmul_kind_layer;
-use crate::dataplane::gguf::Gguf;
+use crate::dataplane::gguf::{Gguf, TensorInfo};
 use crate::dataplane::imatrix::Imatrix;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -153,8 +153,23 @@ fn imatrix_summary(path: &Path, im: &Imatrix, model: Option<&Path>) -> anyhow::R
 /// How many of the model's matmul weights the imatrix covers, and which it misses.
 fn coverage(s: &mut String, g: &Gguf, im: &Imatrix, what: &str) -> anyhow::Result<()> {
     let want: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-    let missing: Vec<_> = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()).collect();
-    writeln!(s, "imatrix coverage of {what}: {}/{} matmul weights", want.len() - missing.len(), want.len())?;
+    let uncovered: Vec<_> = want.iter().filter(|t| im.for_tensor(&t.name, t.ne0() as usize).is_none()).collect();
+    writeln!(s, "imatrix coverage of {what}: {}/{} matmul weights", want.len() - uncovered.len(), want.len())?;
+    // an entry of the right name but another width: the imatrix of another model, as the
+    // encoder reports it, not a missing one
+    let (wrong, missing): (Vec<&&TensorInfo>, Vec<&&TensorInfo>) =
+        uncovered.into_iter().partition(|t| im.entries.contains_key(&t.name));
+    if let Some(t) = wrong.first() {
+        let e = &im.entries[&t.name];
+        writeln!(
+            s,
+            "  width mismatch on {} of them: e.g. {} has {} columns, its imatrix entry {} (an imatrix of another model?)",
+            wrong.len(),
+            t.name,
+            t.ne0(),
+            e.n_cols
+        )?;
+    }
     for t in missing {
         writeln!(s, "  missing: {}", t.name)?;
     }
