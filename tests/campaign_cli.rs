@@ -715,6 +715,7 @@ fn nonsense_options_are_refused_or_warned_about() {
         ),
         (with(&["--calib-text", "c.txt", "--calib-chunks", "0"]), "--calib-chunks"),
         (with(&["--keep"]), "--keep: only under --bpw"),
+        (with(&["--calib-chunks", "4"]), "--calib-text"),
         (with(&["--bpw", "99"]), "--bpw \"99\": expected bits per weight above 0 and at most 16"),
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
