@@ -250,14 +250,21 @@ impl Step {
     }
 }
 
+/// What the tag alone decides, probed or not: OUT-OF-SCOPE and HOLD models get nothing.
+fn tag_step(e: &Entry) -> Option<Step> {
+    let why = e.comment.as_deref().unwrap_or("no reason given");
+    match e.tag {
+        Tag::OutOfScope => Some(Step::Skip(format!("OUT-OF-SCOPE ({why})"))),
+        Tag::Hold => Some(Step::Held(why.to_string())),
+        _ => None,
+    }
+}
+
 /// The watcher's step for model `e` (probed as `m`), given the markers and the builds in flight.
 pub fn model_step(e: &Entry, m: &ModelInventory, inv: &Inventory, markers: &MarkerSet, flight: &InFlight) -> Step {
     let id = e.id.as_str();
-    let why = e.comment.as_deref().unwrap_or("no reason given");
-    match e.tag {
-        Tag::OutOfScope => return Step::Skip(format!("OUT-OF-SCOPE ({why})")),
-        Tag::Hold => return Step::Held(why.to_string()),
-        _ => {}
+    if let Some(s) = tag_step(e) {
+        return s;
     }
     if is_done(inv, markers, id) {
         return Step::Done;
@@ -305,23 +312,18 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
     }
     for e in queue {
         let id = e.id.as_str();
-        let Some(m) = inv.get(id) else {
-            if matches!(e.tag, Tag::OutOfScope | Tag::Hold) {
-                if e.tag == Tag::OutOfScope {
-                    notes.push(format!(
-                        "skip {id}: OUT-OF-SCOPE ({})",
-                        e.comment.as_deref().unwrap_or("no reason given")
-                    ));
+        let step = match (tag_step(e), inv.get(id)) {
+            (Some(s), _) => s,
+            (None, Some(m)) => model_step(e, m, inv, markers, &flight),
+            (None, None) => {
+                return Decision {
+                    action: None,
+                    outcome: Outcome::Blocked { id: id.into(), checks: vec!["all".into()], why: "not probed".into() },
+                    notes,
                 }
-                continue;
             }
-            return Decision {
-                action: None,
-                outcome: Outcome::Blocked { id: id.into(), checks: vec!["all".into()], why: "not probed".into() },
-                notes,
-            };
         };
-        match model_step(e, m, inv, markers, &flight) {
+        match step {
             Step::Held(_) | Step::Done => {}
             Step::Skip(why) => notes.push(format!("skip {id}: {why}")),
             Step::Unknown(unknown) => {

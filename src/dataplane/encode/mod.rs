@@ -54,12 +54,10 @@ pub enum EncodeError {
 /// matmul weights are all unquantized (a base knot usually is quantized). Unreadable files
 /// give none here: the encode itself names them.
 pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<String> {
-    use crate::dataplane::gguf::types;
-    let plain = |t: TypeId| t == types::F16 || t == types::BF16 || t == types::F32;
     let kinds = |p: &std::path::Path| -> Option<(usize, usize, String)> {
         let g = Gguf::open(p).ok()?;
         let mm: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-        let quantized: Vec<_> = mm.iter().filter(|t| !plain(t.ty)).collect();
+        let quantized: Vec<_> = mm.iter().filter(|t| !t.ty.is_unquantized()).collect();
         Some((mm.len(), quantized.len(), quantized.first().map(|t| t.ty.name().to_string()).unwrap_or_default()))
     };
     let mut w = Vec::new();

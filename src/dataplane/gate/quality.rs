@@ -41,7 +41,7 @@ pub struct Quality {
 }
 
 fn f16_label() -> String {
-    "f16".into()
+    RefKind::F16.label()
 }
 
 /// Limits a knot must hold; an unset one is reported, not enforced.
@@ -135,7 +135,6 @@ pub enum RefKind {
 
 impl RefKind {
     pub fn of(reference: &Gguf, knot: &Gguf) -> RefKind {
-        use crate::dataplane::gguf::types;
         let mm = |g: &Gguf| -> Vec<String> {
             g.tensors
                 .iter()
@@ -154,8 +153,7 @@ impl RefKind {
         if same {
             return RefKind::Same;
         }
-        let plain = |t: types::TypeId| t == types::F16 || t == types::BF16 || t == types::F32;
-        match names.iter().filter_map(|n| reference.tensor(n)).find(|t| !plain(t.ty)) {
+        match names.iter().filter_map(|n| reference.tensor(n)).find(|t| !t.ty.is_unquantized()) {
             Some(t) => RefKind::Quantized(t.ty.name().to_string()),
             None => RefKind::F16,
         }

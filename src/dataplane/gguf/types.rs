@@ -36,6 +36,11 @@ pub const BF16: TypeId = TypeId(30);
 pub const KAIJU1: TypeId = TypeId(Variant::TYPE_BASE + 4);
 
 impl TypeId {
+    /// F16, BF16 or F32: an unquantized tensor (what an f16 truth's matmul weights are).
+    pub fn is_unquantized(self) -> bool {
+        self == F16 || self == BF16 || self == F32
+    }
+
     /// Block geometry from ggml's type table, `None` for ids this build does not know
     /// (and for KAIJU1, whose size is per row, see [`TypeId::row_bytes`]).
     pub fn geometry(self) -> Option<BlockGeometry> {

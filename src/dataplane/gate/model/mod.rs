@@ -435,12 +435,7 @@ impl<'a> Model<'a> {
         'a: 'w,
     {
         let (c, layer) = (&self.cfg, &self.layers[li]);
-        let mut o = vec![0f32; b.x.len()];
-        w(Proj::O).matmul(att, &mut o);
-        if let Some(wn) = &layer.attn_post_norm {
-            rms_norm_in_place(&mut o, wn, c.eps);
-        }
-        b.x.iter_mut().zip(&o).for_each(|(a, v)| *a += v);
+        let mut o = self.add_residual(b, w(Proj::O), att, layer.attn_post_norm.as_deref());
         rms_norm(&b.x, &layer.ffn_norm, c.eps, &mut o);
         o
     }
@@ -469,12 +464,18 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
-        let (c, layer) = (&self.cfg, &self.layers[li]);
+        self.add_residual(b, w(Proj::Down), g, self.layers[li].ffn_post_norm.as_deref());
+    }
+
+    /// `input` through `weight`, normed by `post_norm` where the architecture has one (gemma),
+    /// added to the hidden states; the projection's output is handed back as a buffer.
+    fn add_residual(&self, b: &mut Batch, weight: &Weight, input: &[f32], post_norm: Option<&[f32]>) -> Vec<f32> {
         let mut o = vec![0f32; b.x.len()];
-        w(Proj::Down).matmul(g, &mut o);
-        if let Some(wn) = &layer.ffn_post_norm {
-            rms_norm_in_place(&mut o, wn, c.eps);
+        weight.matmul(input, &mut o);
+        if let Some(wn) = post_norm {
+            rms_norm_in_place(&mut o, wn, self.cfg.eps);
         }
         b.x.iter_mut().zip(&o).for_each(|(a, v)| *a += v);
+        o
     }
 }
