@@ -29,7 +29,7 @@ fn main() {
             ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) },
         );
     }
-    let rows = zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default());
+    let rows = zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default(), 1.0);
     let mut app = App::new(
         Keymap::default(),
         Theme::load("dark", std::path::Path::new("themes")).unwrap(),

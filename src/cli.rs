@@ -286,6 +286,12 @@ pub enum Cmd {
         /// fail when PPL(knot)/PPL(f16) exceeds this (default: [gate] ppl_ratio_max)
         #[arg(long)]
         ppl_ratio_max: Option<f64>,
+        /// a case the knot fails by taking the f16's runner-up, where the f16 chose the expected
+        /// token by less than this many logits, is INCONCLUSIVE, not FAIL, and the verdict rests
+        /// on the thresholds (needs --ref, --text and a threshold; default: [gate]
+        /// argmax_min_margin; unset: every case strict)
+        #[arg(long, value_name = "LOGITS")]
+        argmax_min_margin: Option<f32>,
         /// further argmax cases, TOKENS=EXPECT=REJECT joined by '+' (the build's _GATE_CASES)
         #[arg(long, default_value = "")]
         cases: String,
@@ -314,7 +320,9 @@ pub enum Cmd {
         #[arg(long)]
         telemetry: Option<PathBuf>,
     },
-    /// Derive an argmax qspec from an f16 model's own greedy next token on each prompt.
+    /// Derive an argmax qspec from an f16 model's own greedy next token on each prompt, with
+    /// the f16's top five and its margin (top-1 minus top-2 logit) on each. A prompt with a
+    /// small margin is a coin toss for any knot: it fails good knots at random.
     MintGate {
         #[arg(long)]
         f16: PathBuf,
@@ -323,6 +331,11 @@ pub enum Cmd {
         prompt: Vec<String>,
         #[arg(long)]
         id: Option<String>,
+        /// refuse a prompt on which the f16's top-1 logit leads its top-2 by less than this:
+        /// such a case is a coin toss for any knot, not a test of damage (without it, prompts
+        /// under 1 logit are reported LOW)
+        #[arg(long, value_name = "LOGITS")]
+        min_margin: Option<f32>,
         /// write the qspec here (default: stdout)
         #[arg(long)]
         out: Option<PathBuf>,

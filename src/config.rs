@@ -109,6 +109,10 @@ pub struct GateConfig {
     /// percent of scored tokens whose argmax is the f16's
     pub top1_min: Option<f64>,
     pub ppl_ratio_max: Option<f64>,
+    /// A case the knot fails by taking the f16's runner-up, where the f16 chose the expected
+    /// token by less than this many logits, is inconclusive (a coin toss), and the verdict
+    /// rests on the thresholds above, at least one of which must be set. Unset: every case strict.
+    pub argmax_min_margin: Option<f32>,
     /// context of each chunk, and how many chunks of the text an encode build scores
     pub ctx: usize,
     pub chunks: usize,
@@ -119,7 +123,15 @@ pub struct GateConfig {
 
 impl Default for GateConfig {
     fn default() -> Self {
-        GateConfig { kld_max: None, top1_min: None, ppl_ratio_max: None, ctx: 512, chunks: 16, text: None }
+        GateConfig {
+            kld_max: None,
+            top1_min: None,
+            ppl_ratio_max: None,
+            argmax_min_margin: None,
+            ctx: 512,
+            chunks: 16,
+            text: None,
+        }
     }
 }
 
@@ -129,6 +141,26 @@ impl GateConfig {
             kld_max: self.kld_max,
             top1_min: self.top1_min,
             ppl_ratio_max: self.ppl_ratio_max,
+        }
+    }
+
+    /// The margin under which `check` and the control room flag an argmax case as a coin toss:
+    /// `argmax_min_margin` when set, else [`LOW_MARGIN`](crate::dataplane::gate::qspec::LOW_MARGIN).
+    pub fn flag_margin(&self) -> f32 {
+        self.argmax_min_margin.unwrap_or(crate::dataplane::gate::qspec::LOW_MARGIN)
+    }
+
+    /// `argmax_min_margin` is a positive logit difference and comes with a threshold.
+    fn validate_margin(&self) -> Result<(), String> {
+        match self.argmax_min_margin {
+            Some(m) if !(m.is_finite() && m > 0.0) => {
+                Err(format!("gate.argmax_min_margin = {m}: expected a finite logit difference above 0"))
+            }
+            Some(m) if !self.thresholds().any() => Err(format!(
+                "gate.argmax_min_margin = {m}: needs at least one of gate.kld_max, gate.top1_min, \
+                 gate.ppl_ratio_max (an inconclusive argmax case's verdict rests on them)"
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -411,6 +443,7 @@ impl RawConfig {
             return Err(ConfigError::Invalid(format!("ppl_max = {p}: expected a finite perplexity above 0")));
         }
         self.gate.thresholds().validate("gate.").map_err(ConfigError::Invalid)?;
+        self.gate.validate_margin().map_err(ConfigError::Invalid)?;
         if self.gate.ctx < 4 {
             return Err(ConfigError::Invalid(format!("gate.ctx = {}: expected at least 4 tokens", self.gate.ctx)));
         }
@@ -651,6 +684,14 @@ mod tests {
         assert!(resolve("[gate]\nctx = 2\n").unwrap_err().contains("gate.ctx = 2"));
         let e = RawConfig::parse(Path::new("c.toml"), "[gate]\nkld = 1.0\n").unwrap_err().to_string();
         assert!(e.contains("kld"), "{e}");
+        // the argmax margin rests the verdict on a threshold: alone it is refused
+        let g = resolve("[gate]\nargmax_min_margin = 1.5\ntop1_min = 70\n").unwrap();
+        assert_eq!((g.argmax_min_margin, g.flag_margin()), (Some(1.5), 1.5));
+        assert_eq!(GateConfig::default().flag_margin(), crate::dataplane::gate::qspec::LOW_MARGIN);
+        let e = resolve("[gate]\nargmax_min_margin = 1.5\n").unwrap_err();
+        assert!(e.contains("gate.argmax_min_margin = 1.5: needs at least one of gate.kld_max"), "{e}");
+        let e = resolve("[gate]\nargmax_min_margin = -1\nkld_max = 0.3\n").unwrap_err();
+        assert!(e.contains("gate.argmax_min_margin = -1: expected a finite logit difference above 0"), "{e}");
     }
 
     #[test]

@@ -234,10 +234,17 @@ fn check_and_submit_say_ready_and_refuse_a_second_build() {
         v.extend_from_slice(args);
         run(&v, &root)
     };
+    // smol-a's qspec records how sure the f16 is: check flags a margin that makes a coin toss
+    let qpath = root.join("qspecs/smol-a.qspec.json");
+    let mut q: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&qpath).unwrap()).unwrap();
+    q["f16_margin"] = 0.3.into();
+    std::fs::remove_file(&qpath).unwrap(); // a hard link to the fixture: replace, never write through
+    std::fs::write(&qpath, q.to_string()).unwrap();
     let a = cli(&["check", "smol-a"]);
     assert_eq!(a.status.code(), Some(0), "{a:?}");
     let s = stdout(&a);
     assert!(s.starts_with("smol-a (READY-NOW): READY"), "{s}");
+    assert!(s.contains("argmax qspec, 1 case(s); LOW MARGIN: 1 case below 1 logit (case 1 0.30)"), "{s}");
     assert!(s.contains("next build: KAIJU encode") && s.contains("_OUT_KEY=kaiju/smol-a-kaiju1.knot"), "{s}");
     let j: serde_json::Value = serde_json::from_slice(&cli(&["check", "unfed", "--json"]).stdout).unwrap();
     assert_eq!(j["verdict"], "NOT READY");

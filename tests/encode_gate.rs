@@ -145,8 +145,14 @@ fn mismatched_inputs_are_listed() {
 #[test]
 fn mint_gate_reproduces_the_measured_qspec() {
     // the embedded tokenizer gives llama.cpp's tokens, and the f16 argmax gives its token
-    let q = gate::mint(&common::smollm2_f16(), &["The capital of France is".to_string()], Some("smollm2-135m".into()))
-        .unwrap();
+    let q = gate::mint(
+        &common::smollm2_f16(),
+        &["The capital of France is".to_string()],
+        Some("smollm2-135m".into()),
+        None,
+    )
+    .unwrap()
+    .qspec;
     assert_eq!(q.prompt_tokens, vec![504, 3575, 282, 4649, 314]);
     assert_eq!(q.expect_token, 7042);
     assert!(q.clone().classify().is_gate());

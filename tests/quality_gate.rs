@@ -195,7 +195,7 @@ fn every_case_of_a_qspec_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     // two prompts minted from the f16: both hold on the f16 itself
     let prompts = ["The capital of France is".to_string(), "def fibonacci(n):".to_string()];
-    let q = gate::mint(&common::smollm2_f16(), &prompts, Some("smollm2-135m".into())).unwrap();
+    let q = gate::mint(&common::smollm2_f16(), &prompts, Some("smollm2-135m".into()), None).unwrap().qspec;
     assert_eq!(q.prompt_tokens, vec![504, 3575, 282, 4649, 314]);
     assert_eq!(q.expect_token, 7042);
     assert_eq!(q.cases.len(), 1);
@@ -266,4 +266,160 @@ fn an_untokenizable_model_is_gated_by_its_cases_and_says_why() {
     j.thresholds = Thresholds { kld_max: Some(0.3), ..Default::default() };
     let e = gate::run(&j).unwrap_err().to_string();
     assert!(e.contains("tokenizer.ggml.model is \"llama\""), "{e}");
+}
+
+/// Short prompts of several kinds: the f16 is sure of some and barely prefers its token on others.
+const PROMPTS: [&str; 24] = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Licensed under the Apache License,",
+    "any patent licenses granted under",
+    "Once upon a time, there was a",
+    "import numpy as",
+    "The quick brown fox jumps over the",
+    "for i in range(",
+    "The sun rises in the",
+    "She opened the door and",
+    "Water boils at 100 degrees",
+    "fn main() {",
+    "In this paper we propose a",
+    "The results of the experiment",
+    "He said that he would",
+    "The model was trained on",
+    "Copyright (C) 2007 Free Software",
+    "My favourite colour is",
+    "The weather today is",
+    "To be or not to be,",
+    "SELECT * FROM users WHERE",
+    "The first step is to",
+    "It was the best of times,",
+    "Please send the report by",
+];
+
+/// `argmax_min_margin`: a knot that swaps a low-margin case (the f16's top two) passes with
+/// the case INCONCLUSIVE when the thresholds hold; it fails when the level is below the case's
+/// margin, when a threshold is missed, and, unset, exactly as before margins existed.
+#[test]
+fn a_low_margin_swap_is_inconclusive_and_the_verdict_rests_on_the_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let prompts: Vec<String> = PROMPTS.iter().map(|p| p.to_string()).collect();
+    let minted = gate::mint(&common::smollm2_f16(), &prompts, None, None).unwrap();
+    let all = minted.qspec.all_cases();
+    // every minted case carries the f16's margin, the report its top five
+    assert!(all.iter().all(|c| c.f16_margin.is_some_and(|m| m >= 0.0)), "{all:?}");
+    assert_eq!(minted.qspec.f16_margin, all[0].f16_margin);
+    for (m, c) in minted.cases.iter().zip(&all) {
+        assert_eq!((m.top5.len(), m.top5[0].0, Some(m.margin)), (5, c.expect_token, c.f16_margin));
+    }
+    let text = common::ppl_text(d);
+    let knot = zeroed_copy(d, "blk.3.ffn_down.weight");
+    let loose = Thresholds { kld_max: Some(10.0), ..Default::default() };
+    let qspec_of = |name: &str, cases: Vec<kaiju::dataplane::gate::qspec::GateCase>| {
+        let p = d.join(name);
+        std::fs::write(
+            &p,
+            serde_json::to_string(&kaiju::dataplane::gate::qspec::QSpec::of_cases(cases).unwrap()).unwrap(),
+        )
+        .unwrap();
+        p
+    };
+    let run = |qspec: PathBuf, min: Option<f32>, thresholds: Thresholds| {
+        gate::run(&GateJob {
+            qspec,
+            thresholds,
+            argmax_min_margin: min,
+            telemetry: Some(d.join("t.json")),
+            ..job(d, knot.clone(), text.clone())
+        })
+        .unwrap()
+    };
+    // every prompt on the damaged knot, the f16 beside it
+    let out = run(qspec_of("all.json", all.clone()), Some(f32::MAX), loose);
+    let swapped = out
+        .cases
+        .iter()
+        .position(|c| c.verdict == gate::Verdict::Inconclusive)
+        .expect("a case whose top two the damaged knot swaps");
+    let held = out.cases.iter().position(|c| c.pass).expect("a case the damaged knot holds");
+    let margin = out.cases[swapped].f16.as_ref().unwrap().margin;
+    assert_eq!(Some(margin), all[swapped].f16_margin, "the gate measures the margin mint-gate recorded");
+    eprintln!("case {:?}: the f16's margin {margin:.4}, swapped", PROMPTS[swapped]);
+    let two = qspec_of("two.json", vec![all[held].clone(), all[swapped].clone()]);
+
+    // a level above the case's margin: inconclusive, the verdict rests on the thresholds (held)
+    let level = margin + 0.5;
+    let out = run(two.clone(), Some(level), loose);
+    assert!(out.passed(), "{:?}", out.failures());
+    assert_eq!((out.cases[1].verdict, out.inconclusive), (gate::Verdict::Inconclusive, 1));
+    let log = out.log_text();
+    assert!(log.contains(&format!("argmax_min_margin: {level}")), "{log}");
+    assert!(log.contains("inconclusive: case 2: the knot chose "), "{log}");
+    assert!(log.lines().any(|l| l.starts_with("case 2: ") && l.ends_with("INCONCLUSIVE")), "{log}");
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("t.json")).unwrap()).unwrap();
+    assert_eq!(t["gate"]["cases"][1]["verdict"], "INCONCLUSIVE");
+    assert_eq!(t["gate"]["inconclusive"], 1);
+    let r = kaiju::controlplane::campaign::zoo::gate_report(&log).unwrap();
+    assert!(r.summary.starts_with("PASS kld ") && r.summary.ends_with(" · 1 argmax inconclusive"), "{}", r.summary);
+    assert!(r.details.iter().any(|l| l.starts_with("gate inconclusive: case 2")), "{:?}", r.details);
+
+    // a level below its margin: the swap counts as damage
+    let out = run(two.clone(), Some(margin * 0.5), loose);
+    assert!(!out.passed() && out.cases[1].verdict == gate::Verdict::Fail && out.inconclusive == 0);
+    assert!(out.failures()[0].starts_with("case 2: argmax "), "{:?}", out.failures());
+    // a threshold missed: fails, the case still inconclusive
+    let out = run(two.clone(), Some(level), Thresholds { kld_max: Some(1e-6), ..Default::default() });
+    assert!(!out.passed() && out.cases[1].verdict == gate::Verdict::Inconclusive);
+    assert!(out.failures().iter().all(|f| f.starts_with("mean KLD")), "{:?}", out.failures());
+    // unset: strict, as today
+    let out = run(two.clone(), None, loose);
+    assert!(!out.passed() && out.cases[1].verdict == gate::Verdict::Fail && out.inconclusive == 0);
+    assert!(out.log_text().contains("argmax_min_margin: unset (every case strict)"));
+    // without the f16 the cases are judged as always, and without thresholds the level is refused
+    let bare = gate::run(&GateJob { knot: knot.clone(), qspec: two.clone(), ..Default::default() }).unwrap();
+    assert!(!bare.passed() && bare.cases[1].f16.is_none());
+    let e = gate::run(&GateJob { argmax_min_margin: Some(level), ..job(d, knot.clone(), text.clone()) })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs distributional thresholds"), "{e}");
+}
+
+/// `mint-gate --min-margin` refuses a prompt the f16 is not sure of, naming it; without it such
+/// a prompt is reported LOW and written with its margin.
+#[test]
+fn mint_gate_reports_margins_and_refuses_a_small_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts: Vec<String> = PROMPTS.iter().map(|p| p.to_string()).collect();
+    let minted = gate::mint(&common::smollm2_f16(), &prompts, None, None).unwrap();
+    let (low, m) = minted.qspec.low_margins(1.0).first().copied().expect("a prompt under 1 logit");
+    let prompt = PROMPTS[low - 1];
+    let out = dir.path().join("q.json");
+    let o = std::process::Command::new(common::bin())
+        .args(["mint-gate", "--f16"])
+        .arg(common::smollm2_f16())
+        .args(["--prompt", "The capital of France is", "--prompt", prompt, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("\"Paris\"") || stdout.contains("\" Paris\""), "the top five with their text:\n{stdout}");
+    assert!(stdout.contains(&format!("f16 margin (top-1 − top-2): {m:.4}  LOW: below 1 logit")), "{stdout}");
+    let q: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(q["f16_margin"].as_f64().unwrap() > 1.0, "{q}");
+    assert!((q["cases"][0]["f16_margin"].as_f64().unwrap() - m as f64).abs() < 1e-4, "{q}");
+    // with --min-margin above it: refused, naming the prompt and its margin, nothing written
+    let refused = dir.path().join("r.json");
+    let o = std::process::Command::new(common::bin())
+        .args(["mint-gate", "--f16"])
+        .arg(common::smollm2_f16())
+        .args(["--prompt", "The capital of France is", "--prompt", prompt, "--min-margin", "1", "--out"])
+        .arg(&refused)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("--prompt {prompt:?}: the f16's margin is {m:.4} logit")), "{stderr}");
+    assert!(stderr.contains("below --min-margin 1"), "{stderr}");
+    assert!(!refused.exists(), "no qspec written");
 }

@@ -34,6 +34,9 @@ pub const DEMO_CALIB_CHUNKS: usize = crate::dataplane::encode::feedback::DEFAULT
 /// 0.24 / 80% / ×1.40 over the Apache-2.0 text; a knot with one tensor broken scores KLD above
 /// 5 (README, "The gate").
 pub const DEMO_THRESHOLDS: (f64, f64, f64) = (1.0, 50.0, 2.2);
+/// The demo's `[gate] argmax_min_margin`: the qspecs' " Paris" cases lead by 2.48 (SmolLM2)
+/// and 4.21 (Qwen) logits, so it changes no demo verdict; it shows the operator the setting.
+pub const DEMO_MIN_MARGIN: f32 = 1.0;
 pub const SMOL_HF: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
 pub const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -117,7 +120,10 @@ pub fn demo_config_toml(root: &Path) -> String {
     format!(
         "# Written by `kaiju-tui demo`: what this root's builds are set up with. Every command\n\
          # run on this root reads it (README, \"The gate\").\n\
-         [gate]\ntext = {}\nkld_max = {kld:?}\ntop1_min = {top1:?}\nppl_ratio_max = {ppl:?}\n\n\
+         [gate]\ntext = {}\nkld_max = {kld:?}\ntop1_min = {top1:?}\nppl_ratio_max = {ppl:?}\n\
+         # an argmax case the knot fails by taking the f16's runner-up, where the f16 leads by\n\
+         # less than this many logits, is a coin toss: INCONCLUSIVE, the thresholds decide\n\
+         argmax_min_margin = {DEMO_MIN_MARGIN:?}\n\n\
          [feedback]\n\
          # error feedback (GPTQ-style): off, as the library's default (docs/BENCHMARKS.md,\n\
          # \"Error feedback across domains\"); true calibrates every encode on the text below\n\
@@ -237,6 +243,7 @@ mod tests {
             assert_eq!(c.gate.text.as_deref(), Some(root.join("gate-text.txt").as_path()));
             let t = DEMO_THRESHOLDS;
             assert_eq!((c.gate.kld_max, c.gate.top1_min, c.gate.ppl_ratio_max), (Some(t.0), Some(t.1), Some(t.2)));
+            assert_eq!(c.gate.argmax_min_margin, Some(DEMO_MIN_MARGIN));
             assert_eq!(c.feedback.text.as_deref(), Some(root.join("calib-text.txt").as_path()));
             assert_eq!(c.feedback.chunks, DEMO_CALIB_CHUNKS);
         }

@@ -97,6 +97,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         kld_max,
         top1_min,
         ppl_ratio_max,
+        argmax_min_margin,
         ref cases,
         ref ppl_text,
         ppl_max,
@@ -130,6 +131,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         ctx,
         chunks,
         thresholds,
+        argmax_min_margin: argmax_min_margin.or(conf.argmax_min_margin),
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         log: Some(log.clone()),
         telemetry: telemetry.clone(),
@@ -145,16 +147,28 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
     Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
 }
 
-/// `mint-gate`: an argmax qspec from the f16's own predictions.
-pub fn mint_gate(f16: &Path, prompt: &[String], id: Option<&str>, out: Option<&Path>) -> anyhow::Result<u8> {
-    let q = crate::dataplane::gate::mint(f16, prompt, id.map(str::to_string))?;
-    let json = serde_json::to_string_pretty(&q)? + "\n";
+/// `mint-gate`: an argmax qspec from the f16's own predictions, with each prompt's f16 top
+/// five and margin reported (on stderr when the qspec itself goes to stdout).
+pub fn mint_gate(
+    f16: &Path,
+    prompt: &[String],
+    id: Option<&str>,
+    min_margin: Option<f32>,
+    out: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let minted = crate::dataplane::gate::mint(f16, prompt, id.map(str::to_string), min_margin)?;
+    let q = &minted.qspec;
+    let json = serde_json::to_string_pretty(q)? + "\n";
     match out {
         Some(p) => {
             crate::fsutil::write_atomic(p, json.as_bytes())?;
+            print!("{}", minted.report());
             println!("{}: expect_token {} on {:?}", p.display(), q.expect_token, q.prompt_tokens);
         }
-        None => print!("{json}"),
+        None => {
+            eprint!("{}", minted.report());
+            print!("{json}");
+        }
     }
     Ok(exit::OK)
 }

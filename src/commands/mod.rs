@@ -68,8 +68,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Tokenize { ref model, ref file }) => files::tokenize(model, file),
         Some(Cmd::Inspect { ref file, ref with }) => files::inspect(file, with.as_deref()),
         Some(Cmd::Gate { .. }) => files::gate(&cli),
-        Some(Cmd::MintGate { ref f16, ref prompt, ref id, ref out }) => {
-            files::mint_gate(f16, prompt, id.as_deref(), out.as_deref())
+        Some(Cmd::MintGate { ref f16, ref prompt, ref id, min_margin, ref out }) => {
+            files::mint_gate(f16, prompt, id.as_deref(), min_margin, out.as_deref())
         }
         None => campaign::tui(&cli),
     }

@@ -93,7 +93,11 @@ impl Campaign {
             GateKind::Argmax(q) => Prereq {
                 name: "gate",
                 state: "PRESENT",
-                detail: format!("argmax qspec, {} case(s)", q.all_cases().len()),
+                detail: format!(
+                    "argmax qspec, {} case(s){}",
+                    q.all_cases().len(),
+                    q.margin_note(self.cfg.gate.flag_margin()).map(|n| format!("; {n}")).unwrap_or_default()
+                ),
             },
             // as `status` marks it `!`: a file that is there but cannot be used
             GateKind::Invalid(why) => {

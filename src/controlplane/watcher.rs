@@ -109,6 +109,7 @@ impl Snapshot {
             &self.builds,
             &self.markers,
             &c.cfg.cost,
+            c.cfg.gate.flag_margin(),
         );
         for r in rows.iter_mut() {
             if self.inventory.get(&r.id).is_some_and(|m| m.output.is_present()) {

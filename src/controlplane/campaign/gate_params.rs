@@ -19,7 +19,7 @@ pub enum ParamsError {
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
 /// 16 chunks, no thresholds). Error feedback is off: `_CALIB_TEXT` is empty (`[feedback]
 /// enabled = true` names the image's calibration text).
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 26] = [
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -44,6 +44,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 26] = [
     ("_KLD_MAX", ""),
     ("_TOP1_MIN", ""),
     ("_PPL_RATIO_MAX", ""),
+    ("_ARGMAX_MIN_MARGIN", ""),
     ("_CALIB_TEXT", ""),
     ("_CALIB_CHUNKS", "16"),
 ];
@@ -119,6 +120,7 @@ pub fn encode_params(
         ("_KLD_MAX", opt(gate.kld_max)),
         ("_TOP1_MIN", opt(gate.top1_min)),
         ("_PPL_RATIO_MAX", opt(gate.ppl_ratio_max)),
+        ("_ARGMAX_MIN_MARGIN", gate.argmax_min_margin.map(|m| m.to_string()).unwrap_or_default()),
         // error feedback: the calibration text inside the build's image (the local runner
         // reads its configured text instead); empty when [feedback] enabled = false
         ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
@@ -345,20 +347,35 @@ mod cloudbuild_tests {
             ("_GATE_CHUNKS", "16"),
         ];
         let flag = |args: &[String], f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
-        let unset = [("_GATE_CASES", ""), ("_KLD_MAX", ""), ("_TOP1_MIN", ""), ("_PPL_RATIO_MAX", "")];
+        let unset = [
+            ("_GATE_CASES", ""),
+            ("_KLD_MAX", ""),
+            ("_TOP1_MIN", ""),
+            ("_PPL_RATIO_MAX", ""),
+            ("_ARGMAX_MIN_MARGIN", ""),
+        ];
         let args = run(&[&base[..], &unset].concat());
         assert_eq!(flag(&args, "--ref").as_deref(), Some("./f16.gguf"));
         assert_eq!(flag(&args, "--text").as_deref(), Some("/calib/ppl.txt"));
         assert_eq!((flag(&args, "--ctx").as_deref(), flag(&args, "--chunks").as_deref()), (Some("512"), Some("16")));
-        for f in ["--kld-max", "--top1-min", "--ppl-ratio-max", "--cases"] {
+        for f in ["--kld-max", "--top1-min", "--ppl-ratio-max", "--cases", "--argmax-min-margin"] {
             assert!(flag(&args, f).is_none(), "{f} given though unset: {args:?}");
         }
-        let set =
-            [("_GATE_CASES", "4=5=+6,7=8=9"), ("_KLD_MAX", "0.3"), ("_TOP1_MIN", "70"), ("_PPL_RATIO_MAX", "1.5")];
+        let set = [
+            ("_GATE_CASES", "4=5=+6,7=8=9"),
+            ("_KLD_MAX", "0.3"),
+            ("_TOP1_MIN", "70"),
+            ("_PPL_RATIO_MAX", "1.5"),
+            ("_ARGMAX_MIN_MARGIN", "1.25"),
+        ];
         let args = run(&[&base[..], &set].concat());
-        for (f, v) in
-            [("--kld-max", "0.3"), ("--top1-min", "70"), ("--ppl-ratio-max", "1.5"), ("--cases", "4=5=+6,7=8=9")]
-        {
+        for (f, v) in [
+            ("--kld-max", "0.3"),
+            ("--top1-min", "70"),
+            ("--ppl-ratio-max", "1.5"),
+            ("--cases", "4=5=+6,7=8=9"),
+            ("--argmax-min-margin", "1.25"),
+        ] {
             assert_eq!(flag(&args, f).as_deref(), Some(v), "{f}: {args:?}");
         }
     }

@@ -396,6 +396,7 @@ mod tests {
             expect_text: None,
             reject_token: None,
             reject_text: None,
+            f16_margin: None,
             cases: vec![],
         })
     }

@@ -132,11 +132,18 @@ pub fn gate_report(log: &str) -> Option<GateReport> {
             }
         }
     }
+    // argmax cases that did not decide the verdict (a low-margin swap under argmax_min_margin)
+    let inconclusive = log.lines().filter(|l| l.starts_with("inconclusive: ")).count();
+    if inconclusive > 0 {
+        summary += &format!(" · {inconclusive} argmax inconclusive");
+    }
     if let Some(a) = argmax {
         details.push(format!("gate argmax: {a}"));
     }
     details.extend(
-        log.lines().filter(|l| l.starts_with("missed: ") || l.starts_with("case ")).map(|l| format!("gate {l}")),
+        log.lines()
+            .filter(|l| ["missed: ", "case ", "f16: ", "inconclusive: "].iter().any(|p| l.starts_with(p)))
+            .map(|l| format!("gate {l}")),
     );
     Some(GateReport { summary, figures, details })
 }
@@ -163,12 +170,15 @@ fn codec_line(e: &Entry) -> String {
     format!("codec: KAIJU1 q={q}{bpw}{mix}")
 }
 
+/// `flag_margin`: the f16 margin under which a qspec case is flagged as a coin toss
+/// ([`GateConfig::flag_margin`](crate::config::GateConfig::flag_margin)).
 pub fn rows(
     entries: &[Entry],
     inv: &Inventory,
     builds: &[BuildInfo],
     markers: &MarkerSet,
     c: &CostConfig,
+    flag_margin: f32,
 ) -> Vec<ZooRow> {
     let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.params_b), builds);
     let unknown = ModelInventory {
@@ -202,6 +212,11 @@ pub fn rows(
                 },
                 codec_line(e),
             ];
+            if let (GateKind::Argmax(q), false) =
+                (&m.gate, e.tag == crate::controlplane::campaign::queue::Tag::OutOfScope)
+            {
+                detail.extend(q.margin_note(flag_margin).map(|n| format!("gate margins: {n}")));
+            }
             if let Some(c) = &e.comment {
                 detail.push(format!("note: {c}"));
             }

@@ -3,6 +3,7 @@
 //! distribution over that text must stay near the f16's (`quality`: KL divergence, top-1
 //! agreement, perplexity ratio, with optional thresholds); optional ctx-128 perplexity.
 
+pub mod argmax;
 pub mod imatrix_calc;
 pub mod model;
 pub mod qspec;
@@ -11,6 +12,7 @@ pub mod text;
 pub mod tokenizer;
 
 use crate::dataplane::gguf::Gguf;
+pub use argmax::{mint, top_k, CaseOutcome, Minted, Verdict};
 use model::Model;
 use qspec::{GateCase, QSpec};
 use quality::{Quality, Thresholds};
@@ -63,18 +65,6 @@ pub struct Perplexity {
     pub seconds: f64,
 }
 
-/// One argmax case's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct CaseOutcome {
-    pub prompt_tokens: Vec<u32>,
-    pub expect_token: u32,
-    pub reject_token: Option<u32>,
-    pub argmax: u32,
-    pub pass: bool,
-    pub top5: Vec<(u32, f32)>,
-    pub margin_over_reject: Option<f32>,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct GateOutcome {
     pub knot: String,
@@ -83,12 +73,17 @@ pub struct GateOutcome {
     pub expect_token: u32,
     pub reject_token: Option<u32>,
     pub argmax: u32,
-    /// every argmax case holds
+    /// no argmax case failed (each passed, or is inconclusive under `argmax_min_margin`)
     pub pass: bool,
     pub top5: Vec<(u32, f32)>,
     pub margin_over_reject: Option<f32>,
     /// Every case, the first included.
     pub cases: Vec<CaseOutcome>,
+    /// The margin under which a swap of the f16's top two is inconclusive (None: strict).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argmax_min_margin: Option<f32>,
+    /// How many cases are inconclusive (their verdict rests on the thresholds).
+    pub inconclusive: usize,
     pub load_seconds: f64,
     pub forward_seconds: f64,
     pub ppl: Option<Perplexity>,
@@ -116,7 +111,7 @@ impl GateOutcome {
             .cases
             .iter()
             .enumerate()
-            .filter(|(_, c)| !c.pass)
+            .filter(|(_, c)| c.verdict == Verdict::Fail)
             .map(|(i, c)| format!("case {}: argmax {} (expected {})", i + 1, c.argmax, c.expect_token))
             .collect();
         if let (Some(p), Some(false)) = (&self.ppl, self.ppl_pass) {
@@ -126,14 +121,15 @@ impl GateOutcome {
         v
     }
 
-    /// Human-readable gate log. Its `argmax:`, `figures:` and `result:` lines are read back
-    /// by the zoo (`campaign::zoo::gate_report`).
+    /// Human-readable gate log. Its `argmax:`, `figures:`, `inconclusive:` and `result:` lines
+    /// are read back by the zoo (`campaign::zoo::gate_report`).
     pub fn log_text(&self) -> String {
         let mut s = String::new();
+        let first = &self.cases[0];
         s.push_str(&format!("kaiju gate: {}\n", self.knot));
         s.push_str(&format!("prompt_tokens: {:?}\n", self.prompt_tokens));
         s.push_str(&format!("expect_token: {}   reject_token: {:?}\n", self.expect_token, self.reject_token));
-        s.push_str(&format!("argmax: {}   {}\n", self.argmax, if self.cases[0].pass { "PASS" } else { "FAIL" }));
+        s.push_str(&format!("argmax: {}   {}\n", self.argmax, first.verdict.as_str()));
         s.push_str("top-5 logits:\n");
         for (t, l) in &self.top5 {
             s.push_str(&format!("  {t:>8}  {l:>10.4}\n"));
@@ -141,16 +137,27 @@ impl GateOutcome {
         if let Some(m) = self.margin_over_reject {
             s.push_str(&format!("margin over reject: {m:.4}\n"));
         }
+        if let Some(r) = &first.f16 {
+            s.push_str(&format!("f16: {}\n", r.summary()));
+        }
         for (i, c) in self.cases.iter().enumerate().skip(1) {
-            s.push_str(&format!(
-                "case {}: prompt_tokens {:?} expect {} argmax {}{}   {}\n",
-                i + 1,
-                c.prompt_tokens,
-                c.expect_token,
-                c.argmax,
-                c.margin_over_reject.map(|m| format!(" margin {m:.4}")).unwrap_or_default(),
-                if c.pass { "PASS" } else { "FAIL" }
-            ));
+            s.push_str(&c.log_line(i + 1));
+            s.push('\n');
+        }
+        match self.argmax_min_margin {
+            Some(m) => s.push_str(&format!(
+                "argmax_min_margin: {m} (a case the knot fails by taking the f16's runner-up, where the f16's \
+                 margin is below it, is inconclusive; the verdict rests on the thresholds)\n"
+            )),
+            None if self.cases.iter().any(|c| c.f16.is_some()) => {
+                s.push_str("argmax_min_margin: unset (every case strict)\n")
+            }
+            None => {}
+        }
+        for (i, c) in self.cases.iter().enumerate() {
+            if let Some(why) = &c.inconclusive_because {
+                s.push_str(&format!("inconclusive: case {}: {why}\n", i + 1));
+            }
         }
         if let Some(p) = &self.ppl {
             s.push_str(&format!(
@@ -195,6 +202,9 @@ pub struct GateJob {
     pub ctx: usize,
     pub chunks: usize,
     pub thresholds: Thresholds,
+    /// A case the knot fails by taking the f16's runner-up, where the f16's margin is below
+    /// this, is inconclusive (needs `reference`, `text` and thresholds); None: every case strict.
+    pub argmax_min_margin: Option<f32>,
     /// Report each chunk of the distributional check on stderr.
     pub progress: bool,
     pub log: Option<PathBuf>,
@@ -203,14 +213,6 @@ pub struct GateJob {
     /// of it each when a reference is loaded); above it, weights are decoded a few rows at a
     /// time on every matmul. `Some(0)` keeps memory at the mapped files (tests, small hosts).
     pub dense_limit: Option<u64>,
-}
-
-/// Top-k (token, logit) pairs, highest first.
-pub fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
-    idx.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
-    idx.truncate(k);
-    idx.into_iter().map(|i| (i, logits[i as usize])).collect()
 }
 
 /// ctx-`ctx` perplexity over up to `max_chunks` chunks of `text` (0: all), scoring the second
@@ -265,61 +267,6 @@ fn context_length(g: &Gguf) -> Option<usize> {
     g.get_u64(&format!("{}.context_length", g.architecture()?)).map(|v| v as usize)
 }
 
-/// Every case's tokens within the vocabulary and its prompt within the context, before any
-/// forward pass: a bad case names the qspec, the case and the field.
-fn check_cases<'c>(
-    qspec: &Path,
-    cases: impl Iterator<Item = &'c GateCase>,
-    n_vocab: usize,
-    n_ctx: Option<usize>,
-) -> Result<(), GateError> {
-    let bad = |msg: String| GateError::Usage(format!("{}: {msg}", qspec.display()));
-    for (i, c) in cases.enumerate() {
-        let case = if i == 0 { "the qspec's case".to_string() } else { format!("case {}", i + 1) };
-        let fields = c
-            .prompt_tokens
-            .iter()
-            .map(|&t| ("prompt_tokens", t))
-            .chain(std::iter::once(("expect_token", c.expect_token)))
-            .chain(c.reject_token.map(|t| ("reject_token", t)));
-        for (field, t) in fields {
-            if t as usize >= n_vocab {
-                return Err(bad(format!("{case}: {field} {t} is out of range (the model has {n_vocab} tokens)")));
-            }
-        }
-        if let Some(n) = n_ctx.filter(|&n| c.prompt_tokens.len() > n) {
-            return Err(bad(format!(
-                "{case}: prompt_tokens holds {} tokens, more than the model's context of {n}",
-                c.prompt_tokens.len()
-            )));
-        }
-        if c.prompt_tokens.is_empty() {
-            return Err(bad(format!("{case}: prompt_tokens is empty")));
-        }
-    }
-    Ok(())
-}
-
-fn check_case(m: &Model, c: &GateCase) -> Result<CaseOutcome, GateError> {
-    for t in std::iter::once(c.expect_token).chain(c.reject_token) {
-        if t as usize >= m.cfg.n_vocab {
-            return Err(model::ModelError::Token(t, m.cfg.n_vocab).into());
-        }
-    }
-    let logits = m.forward(&c.prompt_tokens, true)?;
-    let top5 = top_k(&logits, 5);
-    let argmax = top5[0].0;
-    Ok(CaseOutcome {
-        prompt_tokens: c.prompt_tokens.clone(),
-        expect_token: c.expect_token,
-        reject_token: c.reject_token,
-        argmax,
-        pass: argmax == c.expect_token,
-        margin_over_reject: c.reject_token.map(|r| logits[c.expect_token as usize] - logits[r as usize]),
-        top5,
-    })
-}
-
 /// Run the gate; writes the log and merges `"gate"` into the telemetry JSON when asked.
 pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     let q = QSpec::load(&job.qspec)?;
@@ -342,6 +289,17 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
                 return Err(GateError::Usage("--text needs --ref: the f16 truth to compare the knot with".into()))
             }
         };
+    if let Some(m) = job.argmax_min_margin {
+        if !(m.is_finite() && m > 0.0) {
+            return Err(GateError::Usage(format!("argmax_min_margin {m}: expected a finite logit difference above 0")));
+        }
+        if !job.thresholds.any() {
+            return Err(GateError::Usage(format!(
+                "argmax_min_margin {m} needs distributional thresholds (kld_max, top1_min or ppl_ratio_max) and \
+                 the f16 (--ref) with a text (--text): an inconclusive case's verdict rests on them"
+            )));
+        }
+    }
     let t0 = Instant::now();
     let g = Gguf::open(&job.knot)?;
     let mut ref_kind = quality::RefKind::F16;
@@ -368,13 +326,14 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         model::DEFAULT_DENSE_LIMIT
     });
     let m = Model::load(&g, limit)?;
-    check_cases(&job.qspec, q.all_cases().iter().chain(&job.extra_cases), m.cfg.n_vocab, context_length(&g))?;
+    argmax::check_cases(&job.qspec, q.all_cases().iter().chain(&job.extra_cases), m.cfg.n_vocab, context_length(&g))?;
     let rm = reference.as_ref().map(|rg| Model::load(rg, limit)).transpose()?;
     let load_seconds = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut cases = Vec::new();
     for c in q.all_cases().iter().chain(&job.extra_cases) {
-        cases.push(check_case(&m, c)?);
+        // with the f16 at hand, its own margin on each case goes beside the knot's result
+        cases.push(argmax::check_case(&m, rm.as_ref(), c)?);
     }
     let forward_seconds = t1.elapsed().as_secs_f64();
     let ppl = match &job.ppl_text {
@@ -420,6 +379,11 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         _ => None,
     };
     let misses = quality.as_ref().map(|q| job.thresholds.misses(q)).unwrap_or_default();
+    // the margin rule rests the verdict on the thresholds, so it applies only where they ran
+    let min_margin = job.argmax_min_margin.filter(|_| quality.is_some());
+    for c in cases.iter_mut() {
+        c.judge(min_margin);
+    }
     let first = cases[0].clone();
     let out = GateOutcome {
         knot: job.knot.display().to_string(),
@@ -427,9 +391,11 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         expect_token: first.expect_token,
         reject_token: first.reject_token,
         argmax: first.argmax,
-        pass: cases.iter().all(|c| c.pass),
+        pass: cases.iter().all(|c| c.verdict != Verdict::Fail),
         top5: first.top5,
         margin_over_reject: first.margin_over_reject,
+        argmax_min_margin: job.argmax_min_margin,
+        inconclusive: cases.iter().filter(|c| c.verdict == Verdict::Inconclusive).count(),
         cases,
         load_seconds,
         forward_seconds,
@@ -456,39 +422,4 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         crate::fsutil::write_atomic(p, &bytes).map_err(|source| GateError::Io { path: p.clone(), source })?;
     }
     Ok(out)
-}
-
-/// Derive an argmax qspec from the f16 model's own greedy next token on each prompt (the
-/// first is the qspec's top-level prompt, the rest its `cases`).
-pub fn mint(f16: &Path, prompts: &[String], id: Option<String>) -> Result<QSpec, GateError> {
-    if prompts.is_empty() {
-        return Err(GateError::Usage("mint-gate needs at least one --prompt".into()));
-    }
-    let g = Gguf::open(f16)?;
-    let tok = tokenizer::Tokenizer::from_gguf(&g)?;
-    let m = Model::load(&g, model::DEFAULT_DENSE_LIMIT)?;
-    let mut cases = Vec::new();
-    for prompt in prompts {
-        let mut ids = tok.encode(prompt);
-        if tok.add_bos {
-            if let Some(b) = tok.bos {
-                ids.insert(0, b);
-            }
-        }
-        if ids.is_empty() {
-            return Err(GateError::Usage(format!("--prompt {prompt:?}: no tokens")));
-        }
-        let logits = m.forward(&ids, true)?;
-        let top = top_k(&logits, 2);
-        cases.push(GateCase {
-            prompt_text: Some(prompt.clone()),
-            prompt_tokens: ids,
-            expect_token: top[0].0,
-            reject_token: Some(top[1].0),
-        });
-    }
-    let mut q = QSpec::of_cases(cases).expect("at least one case");
-    q.id = id;
-    q.family = g.architecture().map(String::from);
-    Ok(q)
 }

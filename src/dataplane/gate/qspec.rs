@@ -28,6 +28,10 @@ pub struct QSpec {
     pub reject_token: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_text: Option<String>,
+    /// The f16's margin on this prompt: its top-1 logit minus its top-2 (what `mint-gate`
+    /// measured); absent in qspecs minted before margins were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f16_margin: Option<f32>,
     /// Further prompts checked like the first (`prompt_tokens` … above); every case must hold.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cases: Vec<GateCase>,
@@ -42,7 +46,15 @@ pub struct GateCase {
     pub expect_token: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_token: Option<u32>,
+    /// The f16's top-1 logit minus its top-2 on this prompt, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f16_margin: Option<f32>,
 }
+
+/// Below this margin (logits) between the f16's top two tokens, an argmax case is a coin toss
+/// for any knot that is not the f16 itself: `mint-gate` warns on it and `check` flags it,
+/// unless `[gate] argmax_min_margin` sets another level.
+pub const LOW_MARGIN: f32 = 1.0;
 
 impl GateCase {
     fn check(&self, what: &str) -> Result<(), String> {
@@ -51,6 +63,9 @@ impl GateCase {
         }
         if self.reject_token == Some(self.expect_token) {
             return Err(format!("{what}reject_token: equals expect_token {}", self.expect_token));
+        }
+        if let Some(m) = self.f16_margin.filter(|m| !(m.is_finite() && *m >= 0.0)) {
+            return Err(format!("{what}f16_margin: {m}: expected a finite logit difference of 0 or more"));
         }
         Ok(())
     }
@@ -86,7 +101,7 @@ impl GateCase {
                 "" => None,
                 r => Some(r.parse().map_err(|_| bad())?),
             };
-            let c = GateCase { prompt_text: None, prompt_tokens, expect_token, reject_token };
+            let c = GateCase { prompt_text: None, prompt_tokens, expect_token, reject_token, f16_margin: None };
             c.check("").map_err(|e| format!("case {}: {e}", i + 1))?;
             out.push(c);
         }
@@ -159,6 +174,7 @@ impl QSpec {
             prompt_tokens: self.prompt_tokens.clone(),
             expect_token: self.expect_token,
             reject_token: self.reject_token,
+            f16_margin: self.f16_margin,
         };
         std::iter::once(first).chain(self.cases.iter().cloned()).collect()
     }
@@ -182,8 +198,40 @@ impl QSpec {
             expect_text: None,
             reject_token: f.reject_token,
             reject_text: None,
+            f16_margin: f.f16_margin,
             cases,
         })
+    }
+
+    /// The cases whose recorded f16 margin is below `min` (1-based case number, margin).
+    pub fn low_margins(&self, min: f32) -> Vec<(usize, f32)> {
+        self.all_cases()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.f16_margin.filter(|&m| m < min).map(|m| (i + 1, m)))
+            .collect()
+    }
+
+    /// What `check` and the control room's details say of the gate's margins: the cases below
+    /// `min`, or how sure the f16 is on the least sure case; None when no margin is recorded.
+    pub fn margin_note(&self, min: f32) -> Option<String> {
+        let cases = self.all_cases();
+        let known: Vec<f32> = cases.iter().filter_map(|c| c.f16_margin).collect();
+        if known.is_empty() {
+            return None;
+        }
+        let low = self.low_margins(min);
+        if low.is_empty() {
+            let least = known.iter().cloned().fold(f32::INFINITY, f32::min);
+            return Some(format!("f16 margins ≥ {min} on every case with one recorded (least {least:.2})"));
+        }
+        let list: Vec<String> = low.iter().map(|(i, m)| format!("case {i} {m:.2}")).collect();
+        Some(format!(
+            "LOW MARGIN: {} below {min} logit ({}): a coin toss for any knot; re-mint with other prompts \
+             (mint-gate --min-margin) or set [gate] argmax_min_margin with thresholds",
+            if low.len() == 1 { "1 case".to_string() } else { format!("{} cases", low.len()) },
+            list.join(", ")
+        ))
     }
 
     pub fn load(path: &Path) -> Result<QSpec, QSpecError> {
@@ -302,6 +350,27 @@ mod tests {
         assert_eq!(m, "prompt_tokens: expected at least one token");
         let why = GateKind::Invalid(m).reason().unwrap();
         assert!(!why.contains(&p.display().to_string()), "{why}");
+    }
+
+    #[test]
+    fn margins_are_optional_checked_and_flagged() {
+        // an old qspec has none and says nothing of them
+        let old = p(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
+        assert_eq!((old.f16_margin, old.margin_note(1.0)), (None, None));
+        let q = p(r#"{"prompt_tokens":[1,2],"expect_token":3,"f16_margin":2.5,
+                     "cases":[{"prompt_tokens":[4],"expect_token":5,"f16_margin":0.68},{"prompt_tokens":[6],"expect_token":7}]}"#)
+        .unwrap();
+        assert_eq!(q.all_cases()[0].f16_margin, Some(2.5));
+        assert_eq!(q.low_margins(1.0), vec![(2, 0.68)]);
+        let n = q.margin_note(1.0).unwrap();
+        assert!(n.starts_with("LOW MARGIN: 1 case below 1 logit (case 2 0.68): a coin toss"), "{n}");
+        assert_eq!(q.margin_note(0.5).unwrap(), "f16 margins ≥ 0.5 on every case with one recorded (least 0.68)");
+        // written back as read
+        assert_eq!(p(&serde_json::to_string(&q).unwrap()).unwrap(), q);
+        let e = p(r#"{"prompt_tokens":[1],"expect_token":3,"cases":[{"prompt_tokens":[4],"expect_token":5,"f16_margin":-1}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cases[0].f16_margin: -1: expected a finite logit difference of 0 or more"), "{e}");
     }
 
     #[test]

@@ -302,6 +302,7 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         ctx: num("_GATE_CTX")?.map(|v| v as usize).unwrap_or(0),
         chunks: num("_GATE_CHUNKS")?.map(|v| v as usize).unwrap_or(0),
         thresholds,
+        argmax_min_margin: num("_ARGMAX_MIN_MARGIN")?.map(|m| m as f32),
         progress: false,
         log: Some(out.with_extension("gate.log")),
         telemetry: Some(out.with_extension("telemetry.json")),
