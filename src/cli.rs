@@ -341,7 +341,7 @@ pub enum Cmd {
         out: Option<PathBuf>,
     },
     /// Print a text's token ids as the gate tokenizes it (the model's embedded tokenizer),
-    /// comma-separated: the ids llama.cpp's `llama-tokenize --ids --no-bos` prints.
+    /// comma-separated: the ids `llama-tokenize --ids --no-bos --no-escape --no-parse-special` prints.
     Tokenize {
         /// a GGUF model (f16 or knot) whose tokenizer to use
         #[arg(long)]

@@ -149,9 +149,13 @@ fn bad_texts_and_a_foreign_reference_are_named() {
     assert!(e.to_string().contains("shorter than one chunk of 128"), "{e}");
     // empty
     let empty = d.join("empty.txt");
-    std::fs::write(&empty, " \n").unwrap();
+    std::fs::write(&empty, "").unwrap();
     let e = err(empty.clone()).to_string();
-    assert_eq!(e, format!("{}: the text is empty; expected a text of at least one chunk of tokens", empty.display()));
+    assert_eq!(e, format!("{}: the text is empty (0 bytes); expected a text to tokenize", empty.display()));
+    // whitespace alone is a text (llama.cpp tokenizes it), here too short for a chunk
+    let blank = d.join("blank.txt");
+    std::fs::write(&blank, " \n").unwrap();
+    assert!(matches!(err(blank), GateError::ShortText { ctx: 128, .. }));
     // not UTF-8
     let bin = d.join("latin1.txt");
     std::fs::write(&bin, b"caf\xe9 au lait, and more text").unwrap();
@@ -249,23 +253,55 @@ fn a_case_outside_the_model_is_named_before_any_forward_pass() {
 #[test]
 fn an_untokenizable_model_is_gated_by_its_cases_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
-    let spm = copy_of_f16(dir.path(), "spm.gguf", "", |m| {
+    // a tokenizer llama.cpp has and the gate does not (RWKV's)
+    let rwkv = copy_of_f16(dir.path(), "rwkv.gguf", "", |m| {
         for (k, v) in m.iter_mut() {
             if k == "tokenizer.ggml.model" {
-                *v = kaiju::dataplane::gguf::Value::str("llama");
+                *v = kaiju::dataplane::gguf::Value::str("rwkv");
             }
         }
     });
     let text = common::ppl_text(dir.path());
-    let mut j = GateJob { reference: Some(spm.clone()), ..job(dir.path(), spm, text) };
+    let mut j = GateJob { reference: Some(rwkv.clone()), ..job(dir.path(), rwkv, text) };
     let out = gate::run(&j).unwrap();
     assert!(out.passed() && out.quality.is_none());
     let why = out.quality_skipped.as_deref().unwrap();
-    assert!(why.contains("tokenizer.ggml.model is \"llama\""), "{why}");
+    assert!(why.contains("tokenizer.ggml.model is \"rwkv\""), "{why}");
     assert!(out.log_text().contains("distribution: not checked: "), "{}", out.log_text());
     j.thresholds = Thresholds { kld_max: Some(0.3), ..Default::default() };
     let e = gate::run(&j).unwrap_err().to_string();
-    assert!(e.contains("tokenizer.ggml.model is \"llama\""), "{e}");
+    assert!(e.contains("tokenizer.ggml.model is \"rwkv\""), "{e}");
+}
+
+/// A SentencePiece model gets the distributional check like any other: SmolLM2's weights with
+/// llama.cpp's llama-spm vocabulary (32,000 tokens, within SmolLM2's 49,152 rows), the text
+/// tokenized by SentencePiece, one tensor zeroed in the knot.
+#[test]
+fn a_sentencepiece_model_is_gated_by_its_distribution() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab =
+        kaiju::dataplane::gguf::Gguf::open(common::llama_src().join("models/ggml-vocab-llama-spm.gguf")).unwrap();
+    let spm_meta = |m: &mut Vec<(String, kaiju::dataplane::gguf::Value)>| {
+        m.retain(|(k, _)| !k.starts_with("tokenizer."));
+        m.extend(vocab.metadata.iter().filter(|(k, _)| k.starts_with("tokenizer.")).cloned());
+    };
+    let f16 = copy_of_f16(dir.path(), "spm-f16.gguf", "", spm_meta);
+    let knot = copy_of_f16(dir.path(), "spm-knot.gguf", "blk.0.ffn_down.weight", spm_meta);
+    let text = common::ppl_text(dir.path());
+    let j = GateJob {
+        reference: Some(f16),
+        thresholds: Thresholds { kld_max: Some(100.0), ..Default::default() },
+        ..job(dir.path(), knot, text.clone())
+    };
+    let out = gate::run(&j).unwrap();
+    assert!(out.quality_skipped.is_none(), "{:?}", out.quality_skipped);
+    let q = out.quality.as_ref().expect("the distribution was checked");
+    assert_eq!((q.ctx, q.chunks, q.tokens_scored), (128, 2, 2 * 63));
+    assert!(q.kld_mean > 0.0 && q.top1_pct < 100.0, "{q:?}");
+    // the scored tokens are SentencePiece's: a space-prefixed first word, ▁-tokens
+    let tok = kaiju::dataplane::gate::tokenizer::Tokenizer::from_gguf(&vocab).unwrap();
+    let ids = tok.encode("Apache License");
+    assert_eq!(tok.decode(&ids), " Apache License");
 }
 
 /// Short prompts of several kinds: the f16 is sure of some and barely prefers its token on others.

@@ -65,3 +65,30 @@ fn smollm2_tokens_are_llama_cpps() {
 fn qwen2_tokens_are_llama_cpps() {
     check(&common::qwen05(), "qwen05");
 }
+
+/// `tokenize` takes any text llama.cpp takes, whitespace alone included (`" "` is qwen2's
+/// [220], as `llama-tokenize --ids --no-bos` prints it); only an empty file is refused, named.
+#[test]
+fn tokenize_takes_whitespace_and_names_an_empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str| {
+        let f = dir.path().join("t.txt");
+        std::fs::write(&f, text).unwrap();
+        let o = std::process::Command::new(common::bin())
+            .args(["tokenize", "--model"])
+            .arg(common::qwen05())
+            .arg(&f)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    assert_eq!(run(" ").1, "220");
+    assert_eq!(run("\n\n").1, "271");
+    let (code, out, err) = run("");
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("t.txt: the text is empty (0 bytes)"), "{err}");
+}

@@ -162,3 +162,21 @@ pub fn gguf_copy(
     }
     w.finish().unwrap();
 }
+
+/// The llama.cpp source of the llama-cpp-python 0.3.36 sdist (`scripts/llama-cpp.sh --src`:
+/// fetched with pip, sha256-checked, unpacked once under .cache/llama); its `models/` holds
+/// llama.cpp's vocabulary test suites.
+pub fn llama_src() -> PathBuf {
+    static SRC: OnceLock<PathBuf> = OnceLock::new();
+    SRC.get_or_init(|| {
+        let o = std::process::Command::new("bash")
+            .arg(repo().join("scripts/llama-cpp.sh"))
+            .arg("--src")
+            .current_dir(repo())
+            .output()
+            .expect("bash runs");
+        assert!(o.status.success(), "scripts/llama-cpp.sh --src: {}", String::from_utf8_lossy(&o.stderr));
+        PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    })
+    .clone()
+}

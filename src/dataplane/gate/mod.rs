@@ -38,7 +38,7 @@ pub enum GateError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}: the text is empty; expected a text of at least one chunk of tokens")]
+    #[error("{0}: the text is empty (0 bytes); expected a text to tokenize")]
     EmptyText(PathBuf),
     #[error("{path}: not UTF-8 text (invalid byte sequence at byte {offset})")]
     TextNotUtf8 { path: PathBuf, offset: usize },

@@ -21,12 +21,13 @@ pub struct Text {
 
 impl Text {
     /// Read and tokenize `path` with `tok`; empty, non-UTF-8 and unreadable files are errors
-    /// that name the file.
+    /// that name the file. Any other text is tokenized as llama.cpp tokenizes it, whitespace
+    /// alone included (a text too short for the gate is refused by [`Text::chunks`]).
     pub fn load(tok: &Tokenizer, path: &Path) -> Result<Text, GateError> {
         let bytes = std::fs::read(path).map_err(|source| GateError::Io { path: path.into(), source })?;
         let body = String::from_utf8(bytes)
             .map_err(|e| GateError::TextNotUtf8 { path: path.into(), offset: e.utf8_error().valid_up_to() })?;
-        if body.trim().is_empty() {
+        if body.is_empty() {
             return Err(GateError::EmptyText(path.into()));
         }
         let bos = if tok.add_bos { tok.bos } else { None };
