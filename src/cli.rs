@@ -132,6 +132,13 @@ pub enum Cmd {
         /// machine-readable JSON output
         #[arg(long)]
         json: bool,
+        /// the plan as a chart: a bar per model still to do (feeder ░, encode █) on a time
+        /// axis to the projected finish, as wide as the terminal ($COLUMNS, else 100)
+        #[arg(long, conflicts_with = "json")]
+        timeline: bool,
+        /// chart the plan with this many encode slots instead of [watch] encode_slots
+        #[arg(long, value_name = "N", requires = "timeline", value_parser = clap::value_parser!(u8).range(1..=16))]
+        slots: Option<u8>,
         #[command(flatten)]
         at: CampaignOpts,
     },
@@ -363,7 +370,7 @@ pub enum Cmd {
 pub fn absorb(mut cli: Cli) -> Cli {
     let (at, json) = match &mut cli.cmd {
         Some(
-            Cmd::Plan { json, at }
+            Cmd::Plan { json, at, .. }
             | Cmd::Status { json, at }
             | Cmd::Check { json, at, .. }
             | Cmd::Submit { json, at, .. }

@@ -473,6 +473,8 @@ impl RawConfig {
                 "watch.encode_slots = {encode_slots}: expected 1 to cloud.max_concurrent_builds ({max_builds})"
             )));
         }
+        // the wall-clock estimates (plan, status, the cost pane, the timeline) assume the slots
+        cost.parallel = encode_slots;
         for (field, url) in [
             ("r2_endpoint (or KAIJU_R2_ENDPOINT)", self.r2_endpoint.as_deref()),
             ("cloud.gcs_endpoint (or KAIJU_GCS_ENDPOINT)", self.cloud.gcs_endpoint.as_deref()),

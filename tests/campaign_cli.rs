@@ -38,6 +38,49 @@ fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
     assert!(v["total_usd"].as_f64().unwrap() > 0.0);
 }
 
+/// `plan --timeline`: a bar per model left to run and the finish, on the figures of `plan --json`
+/// (its wall-clock with the slots charted, its cost), as wide as $COLUMNS.
+#[test]
+fn plan_timeline_draws_the_plan_of_plan_json() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().to_str().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&run(&["--root", root, "plan", "--json"], &common::repo()).stdout).unwrap();
+    let ids: Vec<&str> = v["models"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    for (slots, wall) in [("1", v["total_hours_serial"].as_f64().unwrap()), ("3", f64::NAN)] {
+        let o = Command::new(common::bin())
+            .args(["--root", root, "plan", "--timeline", "--slots", slots])
+            .current_dir(common::repo())
+            .env("COLUMNS", "120")
+            .env_remove("KAIJU_CONFIG")
+            .output()
+            .unwrap();
+        let s = stdout(&o);
+        assert!(o.status.success(), "{s}{}", String::from_utf8_lossy(&o.stderr));
+        assert!(s.lines().all(|l| l.chars().count() <= 120 || l.contains(" models · ")), "wider than 120:\n{s}");
+        // a row per model left to run, each with a bar
+        for id in &ids {
+            let row = s.lines().find(|l| l.starts_with(&format!("{id} "))).unwrap_or_else(|| panic!("{id}:\n{s}"));
+            assert!(row.contains('█'), "{row}");
+        }
+        let foot = s.lines().find(|l| l.contains(" models · ")).unwrap();
+        assert!(foot.starts_with(&format!("{} models · {slots} encode slot(s) · finish ", ids.len())), "{foot}");
+        assert!(foot.contains(&format!("${:.2}", v["total_usd"].as_f64().unwrap())), "{foot}");
+        if !wall.is_nan() {
+            let d = kaiju::controlplane::campaign::timeline::span(wall);
+            assert!(foot.contains(&format!("(in {d})")), "{foot} (plan --json: {wall} h)");
+        }
+    }
+    // with [watch] encode_slots = 3 the chart is plan --json's wall-clock on three slots
+    std::fs::write(d.path().join("config.toml"), "[watch]\nencode_slots = 3\n").unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&run(&["--root", root, "plan", "--json"], &common::repo()).stdout).unwrap();
+    let o = run(&["--root", root, "plan", "--timeline"], &common::repo());
+    let s = stdout(&o);
+    let wall = kaiju::controlplane::campaign::timeline::span(v["total_hours_parallel"].as_f64().unwrap());
+    assert!(s.contains("3 encode slot(s)") && s.contains(&format!("(in {wall})")), "{s}");
+}
+
 /// `plan`, `status` and the control room's cost pane compute from the same estimates: on the
 /// shipped queue (a fresh root: nothing minted, nothing shipped) plan's models are status's
 /// rows left to run, with the same hours and cost. Ladder hours only for AUTO-FEED models:

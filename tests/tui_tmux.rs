@@ -67,6 +67,48 @@ fn hold_move_and_quit_in_a_real_terminal() {
     assert!(smol.contains(" HOLD ") && smol.contains("# hold (was AUTO-FEED): from the control room ¦ "), "{smol}");
 }
 
+/// The shipped queue on a fresh root: `P` draws the plan as a timeline, a bar per model left
+/// to run and the finish date; `n` previews more encode slots; `P` goes back to the zoo.
+#[test]
+fn the_timeline_draws_the_shipped_queue_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let session = format!("kaiju-timeline-{}", std::process::id());
+    let cmd = format!(
+        "cd {repo} && {bin} --root {r} --color never; echo EXITED $?; sleep 30",
+        repo = common::repo().display(),
+        bin = common::bin().display(),
+        r = root.display()
+    );
+    tmux(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "48", &cmd]);
+    let guard = scopeguard(session.clone());
+    wait_for(&session, "qwen2.5-72b");
+    tmux(&["send-keys", "-t", &session, "P"]);
+    let s = wait_for(&session, "timeline · 1 encode slot(s)");
+    let plan = Command::new(common::bin())
+        .args(["--root", root.to_str().unwrap(), "plan", "--json"])
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    for m in v["models"].as_array().unwrap() {
+        let id = m["id"].as_str().unwrap();
+        let row = s.lines().find(|l| l.contains(&format!("│{id} "))).unwrap_or_else(|| panic!("{id}:\n{s}"));
+        assert!(row.contains('█'), "{row}");
+    }
+    assert!(s.contains("│now") && s.contains("finish "), "{s}");
+    tmux(&["send-keys", "-t", &session, "n"]);
+    wait_for(&session, "timeline · 2 encode slot(s) (config 1)");
+    tmux(&["send-keys", "-t", &session, "P"]);
+    wait_for(&session, "┌ zoo");
+    tmux(&["send-keys", "-t", &session, "q"]);
+    wait_for(&session, "EXITED 0");
+    drop(guard);
+}
+
 struct Guard(String);
 impl Drop for Guard {
     fn drop(&mut self) {

@@ -1,7 +1,7 @@
 //! The campaign commands: the tick, plan, status, gate-params, the queue edits, the control room.
 
 use super::{campaign, load_config};
-use crate::cli::Cli;
+use crate::cli::{Cli, Cmd};
 use crate::config::ConfigError;
 use crate::controlplane::campaign::cost;
 use crate::controlplane::campaign::gate_params::{self, Buckets, Format};
@@ -52,6 +52,18 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
         }
     };
     let cfg = &c.cfg;
+    if let Some(Cmd::Plan { timeline: true, slots, .. }) = cli.cmd {
+        let slots = slots.map(usize::from).unwrap_or(cfg.cost.parallel);
+        let width = terminal_width();
+        let name_w = p.models.iter().map(|m| m.id.chars().count()).max().unwrap_or(5).clamp(5, 24);
+        let lane_w = if slots > 1 { 8 } else { 0 };
+        let bars = width.saturating_sub(name_w + 1 + lane_w).max(20);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let chart = crate::controlplane::campaign::timeline::chart(&p, slots, now, bars);
+        println!("plan for {} as a timeline (UTC)", cfg.queue.display());
+        print!("{}", chart.text(name_w));
+        return Ok(exit::OK);
+    }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
@@ -71,6 +83,16 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
         print!("{}", p.table());
     }
     Ok(exit::OK)
+}
+
+/// Columns for a chart: the terminal's, else $COLUMNS, else 100.
+fn terminal_width() -> usize {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        if let Ok((w, _)) = crossterm::terminal::size() {
+            return w as usize;
+        }
+    }
+    std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok()).filter(|&w: &usize| w >= 40).unwrap_or(100)
 }
 
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {

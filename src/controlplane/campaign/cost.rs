@@ -182,31 +182,79 @@ pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds
     out
 }
 
-/// Makespan of `jobs` on `n` machines by longest-processing-time-first.
-pub fn makespan(jobs: &[f64], n: usize) -> f64 {
-    let mut v: Vec<f64> = jobs.to_vec();
-    v.sort_by(|a, b| b.total_cmp(a));
-    let mut slots = vec![0f64; n.max(1)];
-    for j in v {
-        let i = (0..slots.len()).min_by(|&a, &b| slots[a].total_cmp(&slots[b])).expect("n ≥ 1");
-        slots[i] += j;
-    }
-    slots.into_iter().fold(0.0, f64::max)
+/// One build of the schedule: a model's feeder or encode, in the lane it runs in, from
+/// `start_h` to `end_h` hours from now.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bar {
+    pub id: String,
+    pub kind: BuildKind,
+    /// 0-based: the encode slot it runs in (feeders run in their own lane, reported as 0)
+    pub lane: usize,
+    pub start_h: f64,
+    pub end_h: f64,
 }
 
-/// The campaign's wall-clock with `slots` encode slots, as the watcher runs it: one slot is
-/// one build at a time (the serial sum); more run the feeders one after another in queue
-/// order while the encodes share the slots (longest first), so the wall-clock is the longer
-/// of the feeders' lane followed by the last fed model's encode, and the encodes' makespan.
-pub fn wall_hours(models: &[Estimate], slots: usize) -> f64 {
-    let serial: f64 = models.iter().map(|m| m.hours).sum();
-    if slots <= 1 {
-        return serial;
+/// When each build still to run would run, as the watcher runs them: one slot is one build at
+/// a time in queue order (a model's feeder, then its encode); with more, the feeders run one
+/// after another in queue order while each encode takes the first free slot once its model is
+/// fed (the first ready model in queue order first).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Schedule {
+    pub slots: usize,
+    pub bars: Vec<Bar>,
+    pub finish_h: f64,
+}
+
+pub fn schedule(models: &[Estimate], slots: usize) -> Schedule {
+    let slots = slots.max(1);
+    let mut bars = Vec::new();
+    let bar =
+        |id: &str, kind, lane, start_h: f64, len: f64| Bar { id: id.into(), kind, lane, start_h, end_h: start_h + len };
+    if slots == 1 {
+        let mut t = 0.0;
+        for m in models {
+            if m.ladder_h > 0.0 {
+                bars.push(bar(&m.id, BuildKind::Feeder, 0, t, m.ladder_h));
+                t += m.ladder_h;
+            }
+            if m.encode_h > 0.0 {
+                bars.push(bar(&m.id, BuildKind::Encode, 0, t, m.encode_h));
+                t += m.encode_h;
+            }
+        }
+        return Schedule { slots, bars, finish_h: t };
     }
-    let feeders: f64 = models.iter().map(|m| m.ladder_h).sum();
-    let last_fed = models.iter().rev().find(|m| m.ladder_h > 0.0).map_or(0.0, |m| m.encode_h);
-    let encodes: Vec<f64> = models.iter().map(|m| m.encode_h).collect();
-    (feeders + last_fed).max(makespan(&encodes, slots)).min(serial)
+    // the feeders' lane: each model's encode is ready when its feeder ends
+    let mut ready = Vec::with_capacity(models.len());
+    let mut t = 0.0;
+    for m in models {
+        if m.ladder_h > 0.0 {
+            bars.push(bar(&m.id, BuildKind::Feeder, 0, t, m.ladder_h));
+            t += m.ladder_h;
+            ready.push(t);
+        } else {
+            ready.push(0.0);
+        }
+    }
+    // the encodes: whenever a slot frees, the first model in queue order that is ready
+    let mut free = vec![0.0f64; slots];
+    let mut left: Vec<usize> = (0..models.len()).filter(|&i| models[i].encode_h > 0.0).collect();
+    while !left.is_empty() {
+        let lane = (0..slots).min_by(|&a, &b| free[a].total_cmp(&free[b])).expect("slots ≥ 1");
+        let earliest = left.iter().map(|&i| ready[i]).fold(f64::INFINITY, f64::min);
+        let at = free[lane].max(earliest);
+        let k = left.iter().position(|&i| ready[i] <= at).expect("one is ready by then");
+        let i = left.remove(k);
+        bars.push(bar(&models[i].id, BuildKind::Encode, lane, at, models[i].encode_h));
+        free[lane] = at + models[i].encode_h;
+    }
+    let finish_h = bars.iter().map(|b| b.end_h).fold(0.0, f64::max);
+    Schedule { slots, bars, finish_h }
+}
+
+/// The campaign's wall-clock with `slots` encode slots: the end of its [`schedule`].
+pub fn wall_hours(models: &[Estimate], slots: usize) -> f64 {
+    schedule(models, slots).finish_h
 }
 
 /// The plan for every model still to do (not HOLD / OUT-OF-SCOPE / done).
@@ -380,8 +428,6 @@ mod tests {
         assert_eq!(p.models.len(), 3);
         assert!((p.total_hours_serial - 40.0).abs() < 1e-9);
         assert!((p.total_hours_parallel - 20.0).abs() < 1e-9);
-        assert_eq!(makespan(&[4.0, 3.0, 3.0, 2.0], 2), 6.0);
-        assert_eq!(makespan(&[1.0, 1.0], 5), 1.0);
         let p = plan(&q, &c, |e| (e.id == "b", false));
         assert_eq!(p.models.len(), 2);
     }
@@ -403,6 +449,18 @@ mod tests {
         let enc = [m("x", 0.0, 4.0), m("y", 0.0, 3.0), m("z", 0.0, 3.0)];
         assert_eq!(wall_hours(&enc, 2), 6.0);
         assert_eq!(wall_hours(&enc, 3), 4.0);
+        // the bars: a's encode waits for its feeder; c's runs at once in the next slot
+        let s = schedule(&models, 3);
+        let at = |id: &str, k: BuildKind| s.bars.iter().find(|b| b.id == id && b.kind == k).cloned().unwrap();
+        assert_eq!((at("a", BuildKind::Feeder).start_h, at("b", BuildKind::Feeder).start_h), (0.0, 5.0));
+        assert_eq!((at("a", BuildKind::Encode).start_h, at("b", BuildKind::Encode).start_h), (5.0, 10.0));
+        assert_eq!((at("c", BuildKind::Encode).start_h, at("c", BuildKind::Encode).lane), (0.0, 0));
+        assert_eq!(at("a", BuildKind::Encode).lane, 1);
+        // one slot: feeder then encode, model after model
+        let s = schedule(&models, 1);
+        let order: Vec<(&str, f64)> = s.bars.iter().map(|b| (b.id.as_str(), b.start_h)).collect();
+        assert_eq!(order, [("a", 0.0), ("a", 5.0), ("b", 6.0), ("b", 11.0), ("c", 12.0)]);
+        assert_eq!(s.finish_h, 14.0);
     }
 
     fn build(kind: BuildKind, model: &str, status: BuildStatus, start: f64, finish: Option<f64>) -> BuildInfo {

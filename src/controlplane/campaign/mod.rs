@@ -9,4 +9,5 @@ pub mod markers;
 pub mod queue;
 pub mod state;
 pub mod tick;
+pub mod timeline;
 pub mod zoo;

@@ -131,6 +131,43 @@ pub enum Msg {
     History(Vec<crate::controlplane::rollout::Event>),
 }
 
+/// What the main pane shows: the zoo table, the plan as a timeline, or the shipped knots'
+/// quality against the thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Zoo,
+    Timeline,
+    Quality,
+}
+
+/// An encode's progress as its log's progress events report it.
+#[derive(Debug, Clone, Default)]
+pub struct Throughput {
+    pub done: u64,
+    pub total: u64,
+    /// (when, weights done), oldest first
+    pub samples: VecDeque<(f64, u64)>,
+}
+
+impl Throughput {
+    /// Weights per second between successive samples, oldest first.
+    pub fn rates(&self) -> Vec<f64> {
+        self.samples
+            .iter()
+            .zip(self.samples.iter().skip(1))
+            .filter(|((t0, _), (t1, _))| t1 > t0)
+            .map(|((t0, d0), (t1, d1))| d1.saturating_sub(*d0) as f64 / (t1 - t0))
+            .collect()
+    }
+}
+
+/// The progress event in a log line (`{"event":"progress","done":…,"total":…}`), if any.
+pub fn progress_event(line: &str) -> Option<(u64, u64)> {
+    let at = line.find("{\"event\":\"progress\"")?;
+    let v: serde_json::Value = serde_json::from_str(&line[at..]).ok()?;
+    Some((v["done"].as_u64()?, v["total"].as_u64()?))
+}
+
 /// What the log pane shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
@@ -195,6 +232,11 @@ pub struct App {
     pub popup_scroll: u16,
     /// the largest useful `popup_scroll`, as the last draw measured it
     pub popup_max_scroll: std::cell::Cell<u16>,
+    pub view: View,
+    /// the timeline's encode slots when the operator previews another count (None: the config's)
+    pub timeline_slots: Option<usize>,
+    /// each build's encode progress, from the progress events of its log
+    pub progress: std::collections::HashMap<String, Throughput>,
 }
 
 impl App {
@@ -239,6 +281,9 @@ impl App {
             backend: None,
             popup_scroll: 0,
             popup_max_scroll: std::cell::Cell::new(0),
+            view: View::Zoo,
+            timeline_slots: None,
+            progress: std::collections::HashMap::new(),
         }
     }
 
@@ -472,6 +517,25 @@ impl App {
                 self.pane = if self.pane == Pane::History { Pane::Build } else { Pane::History };
                 vec![]
             }
+            Act::Timeline => {
+                self.view = if self.view == View::Timeline { View::Zoo } else { View::Timeline };
+                vec![]
+            }
+            Act::Quality => {
+                self.view = if self.view == View::Quality { View::Zoo } else { View::Quality };
+                vec![]
+            }
+            Act::Slots => {
+                if self.view != View::Timeline {
+                    self.note(format!("{}: shows the timeline first", self.km.keys_of(Act::Timeline)));
+                    return vec![];
+                }
+                // 1 → 2 → 3 → 1: a preview; the config's [watch] encode_slots is not changed
+                let n = self.timeline_slots() % 3 + 1;
+                self.timeline_slots = (n != self.cost.parallel.max(1)).then_some(n);
+                self.note(format!("timeline with {n} encode slot(s) (config: {})", self.cost.parallel.max(1)));
+                vec![]
+            }
             Act::AppLogTargetUp
             | Act::AppLogTargetDown
             | Act::AppLogMore
@@ -602,7 +666,15 @@ impl App {
                 self.log.scroll = 0;
                 self.log.source = Some(source);
             }
-            Msg::Log { build: _, text } => {
+            Msg::Log { build, text } => {
+                for (done, total) in text.lines().filter_map(progress_event) {
+                    let p = self.progress.entry(build.clone()).or_default();
+                    (p.done, p.total) = (done, total);
+                    p.samples.push_back((self.now, done));
+                    while p.samples.len() > 64 {
+                        p.samples.pop_front();
+                    }
+                }
                 for l in text.lines() {
                     self.log.lines.push_back((self.now, l.to_string()));
                     if !self.log.follow {
@@ -620,6 +692,11 @@ impl App {
             }
         }
         vec![]
+    }
+
+    /// The encode slots the timeline charts: the previewed count, else the config's.
+    pub fn timeline_slots(&self) -> usize {
+        self.timeline_slots.unwrap_or(self.cost.parallel).max(1)
     }
 
     /// Campaign totals over what is left: serial hours, parallel hours, cost; and spent.

@@ -39,6 +39,9 @@ pub enum Act {
     AppLogLess,
     AppLogBack,
     AppLogForward,
+    Timeline,
+    Quality,
+    Slots,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +253,9 @@ impl Default for Keymap {
                     false,
                     false,
                 ),
+                b(Timeline, "timeline", &[Key::ch('P')], "the plan as a timeline (again: the zoo)", false, false),
+                b(Quality, "quality", &[Key::ch('Q')], "shipped knots' quality against the thresholds", false, false),
+                b(Slots, "slots", &[Key::ch('n')], "timeline: preview 1, 2, 3 encode slots", false, false),
                 b(Help, "help", &[Key::ch('?')], "this help", false, true),
                 b(Quit, "quit", &[Key::ch('q'), Key::ctrl('c')], "quit", false, true),
             ],
@@ -331,9 +337,9 @@ mod tests {
         assert_eq!(e, "[tui.keys]: key q is bound to both hold and quit; give one of them other keys");
         // moving quit away too makes it valid
         let over: BTreeMap<String, Vec<String>> =
-            [("hold".to_string(), vec!["q".to_string()]), ("quit".to_string(), vec!["Q".to_string()])].into();
+            [("hold".to_string(), vec!["q".to_string()]), ("quit".to_string(), vec!["X".to_string()])].into();
         let km = Keymap::with_overrides(&over).unwrap();
-        assert!(km.footer(false).iter().any(|(k, n)| k == "Q" && *n == "quit"));
+        assert!(km.footer(false).iter().any(|(k, n)| k == "X" && *n == "quit"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod app;
 pub mod keymap;
 pub mod theme;
 pub mod ui;
+pub mod views;
 
 #[cfg(test)]
 mod tests;

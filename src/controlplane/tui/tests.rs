@@ -1,6 +1,6 @@
 //! Key paths through injected key events, and TestBackend screen snapshots.
 
-use super::app::{App, Effect, Mode, Msg, Op, Pane, SortKey};
+use super::app::{App, Effect, Mode, Msg, Op, Pane, SortKey, View};
 use super::keymap::Keymap;
 use super::theme::Theme;
 use super::ui;
@@ -14,6 +14,7 @@ use crate::controlplane::campaign::zoo;
 use crate::dataplane::gate::qspec::GateKind;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
+use ratatui::style::Modifier;
 use ratatui::Terminal;
 use std::path::Path;
 
@@ -318,6 +319,97 @@ fn screens_at_80x24_and_160x48() {
     select(&mut c, FEEDABLE);
     c.on_key(key('S'));
     snapshot("confirm_80x24.txt", &render(&c, 80, 24));
+}
+
+/// The pictures: the plan as a timeline (1 and 3 slots, previewed with `n`), the shipped
+/// knots' quality against the thresholds, and the in-flight gauge; at 80×24 and 160×48.
+#[test]
+fn the_timeline_quality_and_gauges_draw() {
+    let mut a = app();
+    a.on_key(key('P'));
+    assert_eq!(a.view, View::Timeline);
+    snapshot("timeline_1slot_160x48.txt", &render(&a, 160, 48));
+    snapshot("timeline_1slot_80x24.txt", &render(&a, 80, 24));
+    // n previews 2, then 3 slots without touching the config
+    a.on_key(key('n'));
+    a.on_key(key('n'));
+    assert_eq!((a.timeline_slots(), a.cost.parallel), (3, 1));
+    let three = render(&a, 160, 48);
+    snapshot("timeline_3slots_160x48.txt", &three);
+    assert!(three.contains("timeline · 3 encode slot(s) (config 1)") && three.contains("slot 3"), "{three}");
+    // every model left to run has its row, with a bar; the selected one stays in view
+    let plan = zoo::plan(&a.rows, &a.cost);
+    for m in &plan.models {
+        let row = three.lines().find(|l| l.contains(&format!("│{} ", m.id)) || l.contains(&format!("│{:<17}", m.id)));
+        assert!(row.is_some_and(|r| r.contains('█')), "{}:\n{three}", m.id);
+    }
+    a.on_key(key('n'));
+    assert_eq!(a.timeline_slots, None, "back to the config's count");
+    a.on_key(key('P'));
+    assert_eq!(a.view, View::Zoo);
+    // quality: the shipped knot's figures against its thresholds
+    let q = crate::dataplane::gate::quality::Quality::example();
+    let t =
+        crate::dataplane::gate::quality::Thresholds { kld_max: Some(0.08), top1_min: Some(70.0), ppl_ratio_max: None };
+    let mut rows = a.rows.clone();
+    rows[0].gate_figures = Some(zoo::GateFigures { quality: q, thresholds: t });
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    a.on_key(key('Q'));
+    let wide = render(&a, 160, 48);
+    snapshot("quality_160x48.txt", &wide);
+    snapshot("quality_80x24.txt", &render(&a, 80, 24));
+    // KLD 0.0812 is over kld_max 0.08: it fails; top-1 91% clears 70%
+    let line = wide.lines().find(|l| l.contains("smollm2-135m")).unwrap();
+    assert!(line.contains("0.081 / 0.08 FAIL") && line.contains("91.2% / 70%") && !line.contains("70% FAIL"), "{line}");
+    // the in-flight gauge: qwen's encode at 120 of 360 M weights (its log's progress event)
+    let mut a = app();
+    let zoo = render(&a, 160, 48);
+    let g = zoo.lines().find(|l| l.contains("qwen2.5-0.5b encode 3/5 encode ")).unwrap_or_else(|| panic!("{zoo}"));
+    assert!(g.contains("33% 120/360 M weights") && g.contains('█') && g.contains('░'), "{g}");
+    // ten seconds on, 60 M weights more: the gauge moves and the throughput has its sparkline
+    a.now += 10.0;
+    let more = "{\"event\":\"progress\",\"what\":\"encode\",\"done\":180000000,\"total\":360000000}\n";
+    a.on_msg(Msg::Log { build: "b1-qwen2.5-0.5b".into(), text: more.into() });
+    assert_eq!(a.progress["b1-qwen2.5-0.5b"].rates(), vec![6e6]);
+    let zoo = render(&a, 160, 48);
+    let g = zoo.lines().find(|l| l.contains("qwen2.5-0.5b encode 3/5 encode ")).unwrap();
+    assert!(g.contains("50% 180/360 M weights") && g.contains("overdue █"), "{g}");
+    // a finished build says how long each of its steps took
+    let mut done = building("smollm2-135m", BuildKind::Encode, "ship");
+    done.status = BuildStatus::Success;
+    done.finish_time = Some(NOW - 100.0);
+    done.steps_done =
+        vec![("fetch-f16".into(), 3.1), ("fetch-r2".into(), 0.4), ("encode".into(), 31.0), ("gate".into(), 58.0)];
+    let mut builds = a.builds.clone();
+    builds.push(done);
+    let rows = a.rows.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    let zoo = render(&a, 160, 48);
+    assert!(
+        zoo.contains("last: smollm2-135m encode SUCCESS in 9m10s: fetch-f16 3s · fetch-r2 0s · encode 31s · gate 58s"),
+        "{zoo}"
+    );
+}
+
+/// The selected model's row of the timeline is highlighted (reversed in the mono theme), and
+/// the view follows the selection.
+#[test]
+fn the_timeline_highlights_the_selected_model() {
+    let mut a = app();
+    a.on_key(key('P'));
+    select(&mut a, "qwen2.5-72b");
+    let mut t = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    t.draw(|f| ui::draw(f, &a)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let y = (0..30)
+        .find(|&y| (1..20).map(|x| buf[(x, y)].symbol().to_string()).collect::<String>().starts_with("qwen2.5-72b"))
+        .unwrap();
+    assert!(buf[(1, y)].modifier.contains(Modifier::REVERSED), "{:?}", buf[(1, y)]);
+    let other = (0..30)
+        .find(|&y| (1..20).map(|x| buf[(x, y)].symbol().to_string()).collect::<String>().starts_with("mistral-7b"))
+        .unwrap();
+    assert!(!buf[(1, other)].modifier.contains(Modifier::REVERSED));
 }
 
 #[test]

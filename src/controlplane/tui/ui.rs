@@ -1,7 +1,7 @@
 //! Drawing: one function from `&App` to a frame. Readable without colour: states carry
 //! words and glyphs, the selection is reversed in the monochrome theme.
 
-use super::app::{App, Mode, Pane, SortKey};
+use super::app::{App, Mode, Pane, SortKey, View};
 use super::keymap::Act;
 use crate::controlplane::backend::store::Probe;
 use crate::controlplane::campaign::state::ModelState;
@@ -63,7 +63,11 @@ pub fn draw(f: &mut Frame, app: &App) {
     // the zoo is as tall as its rows (borders and header: 3 more) when the screen has room;
     // the live log takes what it leaves
     let zoo_room = area.height.saturating_sub(2 + mid_h + log_h).max(5);
-    let zoo_h = (app.visible().len() as u16).saturating_add(3).clamp(5, zoo_room);
+    let zoo_h = match app.view {
+        View::Zoo => (app.visible().len() as u16).saturating_add(3).clamp(5, zoo_room),
+        // the pictures take the room the zoo would have
+        View::Timeline | View::Quality => zoo_room,
+    };
     let [head, table, mid, log, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(zoo_h),
@@ -73,9 +77,13 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(area);
     draw_header(f, app, head);
-    draw_zoo(f, app, table, wide);
+    match app.view {
+        View::Zoo => draw_zoo(f, app, table, wide),
+        View::Timeline => super::views::draw_timeline(f, app, table),
+        View::Quality => super::views::draw_quality(f, app, table),
+    }
     let [builds, cost] = Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(mid);
-    draw_builds(f, app, builds, wide);
+    draw_builds(f, app, builds);
     draw_cost(f, app, cost);
     draw_log(f, app, log);
     draw_footer(f, app, foot);
@@ -254,8 +262,7 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
     f.render_stateful_widget(t, r, &mut st);
 }
 
-fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
-    let fl = app.in_flight();
+fn draw_builds(f: &mut Frame, app: &App, r: Rect) {
     let lines: Vec<Line> = if let Some((since, why)) = &app.builds_error {
         // never "no build in flight" when that cannot be known: one may be running
         vec![
@@ -269,53 +276,36 @@ fn draw_builds(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             )),
             Line::from(why.as_str()),
         ]
-    } else if fl.is_empty() {
-        vec![Line::from(Span::styled("no build in flight", app.theme.role(app.theme.dim)))]
     } else {
-        fl.iter()
-            .map(|b| {
-                let el = b.elapsed(app.now);
-                let cost = el / 60.0 * app.cost.usd_per_minute;
-                let kind = b.kind.map(|k| k.as_str()).unwrap_or("?");
-                let model = b.model().unwrap_or_default();
-                if wide {
-                    let eta = match app.remaining(b) {
-                        s if s >= 0.0 => format!("~{} left", fmt_dur(s)),
-                        s => format!("{} overdue", fmt_dur(-s)),
-                    };
-                    Line::from(format!(
-                        "{} {} {} {} step {} · {} elapsed · {eta} · ${:.2}",
-                        b.id,
-                        model,
-                        kind,
-                        b.status.as_str(),
-                        b.step.as_deref().unwrap_or("-"),
-                        fmt_dur(el),
-                        cost
-                    ))
-                } else {
-                    Line::from(format!(
-                        "{model} {kind} {} {} {}",
-                        b.step.as_deref().unwrap_or("-"),
-                        fmt_dur(el),
-                        b.status.as_str()
-                    ))
-                }
-            })
-            .collect()
+        let mut l = super::views::in_flight_lines(app, r.width.saturating_sub(2) as usize);
+        if app.in_flight().is_empty() {
+            l.insert(0, Line::from(Span::styled("no build in flight", app.theme.role(app.theme.dim))));
+        }
+        l
     };
     f.render_widget(Paragraph::new(lines).block(block(app, " in flight ")), r);
 }
 
 fn draw_cost(f: &mut Frame, app: &App, r: Rect) {
     let (serial, parallel, usd, spent) = app.totals();
-    let lines = vec![
-        Line::from(format!("left: ${usd:.2} · spent ${spent:.2}")),
-        Line::from(match app.cost.parallel {
-            0 | 1 => format!("{} serial (1 slot)", fmt_dur(serial * 3600.0)),
-            n => format!("{} serial · {} on {n} slots", fmt_dur(serial * 3600.0), fmt_dur(parallel * 3600.0)),
-        }),
-    ];
+    let slots = app.cost.parallel.max(1);
+    let wall = if slots > 1 { parallel } else { serial };
+    let lines = if wall <= 0.0 {
+        vec![
+            Line::from(format!("spent ${spent:.2}")),
+            Line::from(Span::styled("nothing left to run", app.theme.role(app.theme.dim))),
+        ]
+    } else {
+        let finish = crate::controlplane::campaign::timeline::stamp(app.now + wall * 3600.0);
+        vec![
+            Line::from(format!("left ${usd:.2} · spent ${spent:.2}")),
+            Line::from(format!("finish {finish} · {}", crate::controlplane::campaign::timeline::span(wall))),
+            Line::from(match slots {
+                1 => format!("{slots} slot: one build at a time"),
+                n => format!("{n} encode slots · {} serial", fmt_dur(serial * 3600.0)),
+            }),
+        ]
+    };
     f.render_widget(Paragraph::new(lines).block(block(app, " cost ")), r);
 }
 
