@@ -38,6 +38,27 @@ fn plan_prints_per_model_and_totals_for_the_shipped_queue() {
     assert!(v["total_usd"].as_f64().unwrap() > 0.0);
 }
 
+/// The campaign's gemma4 models are in the shipped queue: the dense ones HOLD until an f16
+/// source for the ladder is confirmed, the MoE one OUT-OF-SCOPE, each with its reason.
+#[test]
+fn the_gemma4_entries_are_held_or_out_of_scope_with_their_reasons() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&["--root", d.path().to_str().unwrap(), "status", "--json"], &common::repo());
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row =
+        |id: &str| rows.as_array().unwrap().iter().find(|r| r["id"] == id).cloned().unwrap_or_else(|| panic!("{id}"));
+    for (id, state, why) in [
+        ("gemma4-e2b", "HOLD", "f16 source"),
+        ("gemma4-e4b", "HOLD", "f16 source"),
+        ("gemma4-31b", "HOLD", "f16 source"),
+        ("gemma4-26b-a4b", "OUT-OF-SCOPE", "MoE"),
+    ] {
+        let r = row(id);
+        assert_eq!((r["family"].as_str(), r["tag"].as_str()), (Some("gemma4"), Some(state)), "{r}");
+        assert!(r["detail"].to_string().contains(why), "{id}: {r}");
+    }
+}
+
 /// `plan --timeline`: a bar per model left to run and the finish, on the figures of `plan --json`
 /// (its wall-clock with the slots charted, its cost), as wide as $COLUMNS.
 #[test]

@@ -59,6 +59,7 @@ pub fn family_tokenizer(family: &str, hf: Option<&str>) -> String {
         "llama" => "meta-llama/Llama-3.1-8B-Instruct",
         "mistral" => "mistralai/Mistral-7B-Instruct-v0.3",
         "gemma" | "gemma2" | "gemma3" => "google/gemma-2-9b-it",
+        "gemma4" => "google/gemma-4-31B-it",
         _ => "",
     }
     .to_string()
