@@ -1,0 +1,72 @@
+"""Write a 2-layer slice of a 7B model for the error-feedback scale benchmark
+(scripts/feedback-slice.sh): llama architecture with qwen2.5-7b's widths (hidden 3,584, FFN
+18,944, 28 query heads and 4 K/V heads of 128) and the real qwen2 vocabulary (151,936 tokens,
+taken with the rest of the tokenizer from the Qwen2.5-Coder-0.5B f16 given as the first
+argument), f16 weights i.i.d. Gaussian (sigma 0.02) from a fixed seed, and a legacy .dat
+imatrix with log-normal per-column importances.
+
+usage: python feedback-slice.py QWEN_F16_GGUF OUT_DIR [LAYERS]
+"""
+import struct
+import sys
+
+import gguf
+import numpy as np
+
+src_path, out_dir = sys.argv[1], sys.argv[2]
+LAYERS = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+E, F, H, HKV, HEAD = 3584, 18944, 28, 4, 128
+KV = HKV * HEAD
+src = gguf.GGUFReader(src_path)
+w = gguf.GGUFWriter(f"{out_dir}/slice-f16.gguf", "llama")
+for key, field in src.fields.items():
+    if not key.startswith("tokenizer."):
+        continue
+    kind = field.types[0]
+    if kind == gguf.GGUFValueType.ARRAY:
+        w.add_array(key, field.contents())
+    else:
+        w.add_key_value(key, field.contents(), kind)
+n_vocab = len(src.fields["tokenizer.ggml.tokens"].contents())
+w.add_name("qwen2.5-7b widths, 2-layer slice")
+w.add_context_length(32768)
+w.add_embedding_length(E)
+w.add_feed_forward_length(F)
+w.add_block_count(LAYERS)
+w.add_head_count(H)
+w.add_head_count_kv(HKV)
+w.add_rope_freq_base(1e6)
+w.add_layer_norm_rms_eps(1e-6)
+rng = np.random.default_rng(11)
+imatrix = {}
+
+
+def matmul(name, ne0, ne1):
+    w.add_tensor(name, (rng.standard_normal((ne1, ne0), dtype=np.float32) * 0.02).astype(np.float16))
+    imatrix[name] = np.exp(rng.standard_normal(ne0)).astype(np.float32)
+
+
+w.add_tensor("token_embd.weight", (rng.standard_normal((n_vocab, E), dtype=np.float32) * 0.02).astype(np.float16))
+for i in range(LAYERS):
+    p = f"blk.{i}."
+    w.add_tensor(p + "attn_norm.weight", np.ones(E, np.float32))
+    w.add_tensor(p + "ffn_norm.weight", np.ones(E, np.float32))
+    matmul(p + "attn_q.weight", E, E)
+    matmul(p + "attn_k.weight", E, KV)
+    matmul(p + "attn_v.weight", E, KV)
+    matmul(p + "attn_output.weight", E, E)
+    matmul(p + "ffn_gate.weight", E, F)
+    matmul(p + "ffn_up.weight", E, F)
+    matmul(p + "ffn_down.weight", F, E)
+w.add_tensor("output_norm.weight", np.ones(E, np.float32))
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+with open(f"{out_dir}/slice.imatrix.dat", "wb") as f:
+    f.write(struct.pack("<i", len(imatrix)))
+    for name, v in imatrix.items():
+        b = name.encode()
+        f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, len(v)) + v.tobytes())
+    f.write(struct.pack("<ii", 1, 5) + b"slice")
+print(f"wrote {out_dir}/slice-f16.gguf and {out_dir}/slice.imatrix.dat")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The error-feedback scale benchmark: a 2-layer slice with qwen2.5-7b's widths and the real qwen2
+# vocabulary (scripts/feedback-slice.py), encoded plainly and with error feedback over the
+# shipped calibration text. Prints wall time and peak resident memory (GNU time) of each.
+# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+chunks=${CHUNKS:-16}
+layers=${LAYERS:-2}
+venv=.cache/llama/venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null || "$venv/bin/pip" install --quiet gguf numpy
+cargo build --release --quiet
+models=.cache/models
+qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
+[ -f "$models/qwen2.5-coder-0.5b-f16.gguf" ] ||
+  target/release/kaiju-tui convert --to f16 "$qwen" "$models/qwen2.5-coder-0.5b-f16.gguf"
+work=${WORK:-.cache/feedback-slice}
+mkdir -p "$work"
+[ -f "$work/slice-f16.gguf" ] || "$venv/bin/python" scripts/feedback-slice.py "$models/qwen2.5-coder-0.5b-f16.gguf" "$work" "$layers"
+run() {
+  local name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$work/$name.time" target/release/kaiju-tui --encode --quiet \
+    --f16 "$work/slice-f16.gguf" --imatrix "$work/slice.imatrix.dat" --base "$work/slice-f16.gguf" \
+    --out "$work/$name.knot" --bpw 3.3 "$@" > "$work/$name.out" 2>&1
+  read -r secs kb < "$work/$name.time"
+  printf '| %s | %.0f s | %.1f GB |\n' "$name" "$secs" "$(echo "$kb / 1048576" | bc -l)"
+}
+printf '| %s-layer slice, qwen2.5-7b widths, bpw 3.3, %s threads | wall | peak RSS |\n|---|---|---|\n' "$layers" "$(nproc)"
+run plain
+run "feedback-$chunks" --calib-text assets/calib/calib.txt --calib-chunks "$chunks"
