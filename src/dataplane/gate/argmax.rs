@@ -279,7 +279,7 @@ pub fn mint(f16: &Path, prompts: &[String], id: Option<String>, min_margin: Opti
             prompt_text: Some(prompt.clone()),
             prompt_tokens: ids.clone(),
             expect_token: top[0].0,
-            reject_token: Some(top[1].0),
+            reject_token: top.get(1).map(|t| t.0),
             f16_margin: Some(margin),
         });
         measured.push(MintedCase {
@@ -292,8 +292,8 @@ pub fn mint(f16: &Path, prompts: &[String], id: Option<String>, min_margin: Opti
     let mut q = QSpec::of_cases(cases).expect("at least one case");
     q.id = id;
     q.family = g.architecture().map(String::from);
-    q.expect_text = measured.first().map(|c| c.top5[0].2.clone());
-    q.reject_text = measured.first().map(|c| c.top5[1].2.clone());
+    q.expect_text = measured.first().and_then(|c| c.top5.first()).map(|t| t.2.clone());
+    q.reject_text = measured.first().and_then(|c| c.top5.get(1)).map(|t| t.2.clone());
     Ok(Minted { qspec: q, cases: measured, warn_below: min_margin.unwrap_or(LOW_MARGIN) })
 }
 

@@ -320,10 +320,10 @@ impl Tokenizer {
     /// The text cut at the user-defined tokens in it, as llama.cpp's `tokenizer_st_partition`
     /// cuts it: each token, longest first, splits every text fragment that holds it.
     fn partition<'t>(&self, text: &'t str) -> Vec<Fragment<'t>> {
-        let mut frags = vec![Fragment::Text(text)];
         if text.is_empty() {
             return Vec::new();
         }
+        let mut frags = vec![Fragment::Text(text)];
         for sp in &self.specials {
             if !frags.iter().any(|f| matches!(f, Fragment::Text(t) if t.contains(sp.text.as_str()))) {
                 continue;
