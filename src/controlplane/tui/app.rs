@@ -151,6 +151,7 @@ pub struct Throughput {
 
 impl Throughput {
     /// Weights per second between successive samples, oldest first.
+    #[must_use]
     pub fn rates(&self) -> Vec<f64> {
         self.samples
             .iter()
@@ -161,10 +162,16 @@ impl Throughput {
     }
 }
 
-/// The progress event in a log line (`{"event":"progress","done":…,"total":…}`), if any.
+/// The encode's progress event in a log line (`{"event":"progress","what":"encode","done":…,
+/// "total":…}`), if any; the allocator's sampling reports as "sample" and is not the encode.
 pub fn progress_event(line: &str) -> Option<(u64, u64)> {
-    let at = line.find("{\"event\":\"progress\"")?;
-    let v: serde_json::Value = serde_json::from_str(&line[at..]).ok()?;
+    if !line.contains("\"progress\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&line[line.find('{')?..]).ok()?;
+    if v["event"] != "progress" || v.get("what").is_some_and(|w| w != "encode") {
+        return None;
+    }
     Some((v["done"].as_u64()?, v["total"].as_u64()?))
 }
 

@@ -369,7 +369,9 @@ fn the_timeline_quality_and_gauges_draw() {
     assert!(g.contains("33% 120/360 M weights") && g.contains('█') && g.contains('░'), "{g}");
     // ten seconds on, 60 M weights more: the gauge moves and the throughput has its sparkline
     a.now += 10.0;
-    let more = "{\"event\":\"progress\",\"what\":\"encode\",\"done\":180000000,\"total\":360000000}\n";
+    // as the encoder writes it (keys sorted), and the allocator's sampling, which is not the encode
+    let more = "{\"done\":180000000,\"elapsed_s\":12.5,\"event\":\"progress\",\"item\":\"blk.3.ffn_up.weight\",\"total\":360000000,\"what\":\"encode\"}\n\
+                {\"done\":5,\"event\":\"progress\",\"total\":9,\"what\":\"sample\"}\n";
     a.on_msg(Msg::Log { build: "b1-qwen2.5-0.5b".into(), text: more.into() });
     assert_eq!(a.progress["b1-qwen2.5-0.5b"].rates(), vec![6e6]);
     let zoo = render(&a, 160, 48);

@@ -187,7 +187,9 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
         budget,
         allow_keep: false,
         feedback: feedback_options(cx)?,
-        quiet: true,
+        // the encoder's progress events (JSON lines on stderr, which is the build log) feed
+        // the control room's gauge, as a cloud build's log does
+        quiet: false,
     };
     let t = crate::dataplane::encode::run(&job).map_err(|e| e.to_string())?;
     let tt = &t.totals;
