@@ -15,9 +15,10 @@
 #      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc)
 #      SEARCHES_smollm2 / SEARCHES_qwen05="1 2": the encoder's scale search radius (--search N) at
 #      q=SEARCH_Q (5), judged by KLD;
-#      FEEDBACK_smollm2="2.6 3.0" / FEEDBACK_qwen05="" budgets, FEEDBACK_QS_smollm2="5" / FEEDBACK_QS_qwen05=""
-#      uniform variants, encoded with error feedback (--calib-text: GPL-3 + LGPL-2.1, not the
-#      evaluation text; minutes per knot on SmolLM2, far longer on Qwen's 4,864-wide inputs);
+#      FEEDBACK_smollm2="2.6 3.0" / FEEDBACK_qwen05="2.7 3.3" budgets, FEEDBACK_QS_smollm2="5" /
+#      FEEDBACK_QS_qwen05="" uniform variants, encoded with error feedback (--calib-text: GPL-3 +
+#      LGPL-2.1, not the evaluation text; the encoder's default imatrix prior; about a minute
+#      per knot on SmolLM2 and three on Qwen, two cores);
 #      points already in the .tsv are kept (delete it to measure again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +85,7 @@ print("%.4f" % t["totals"]["bpw"], " ".join("%s:%d" % kv for kv in sorted(c.item
     kaiju "KAIJU1 uniform, search $s" "q${SEARCH_Q:-5}-s$s" --modulus "${SEARCH_Q:-5}" --search "$s"
   done
   fbq_var=FEEDBACK_QS_$m fb_var=FEEDBACK_$m
-  fb_qs_default=""; fb_default=""; [ "$m" = smollm2 ] && fb_qs_default="5" fb_default="2.6 3.0"
+  fb_qs_default=""; fb_default="2.7 3.3"; [ "$m" = smollm2 ] && fb_qs_default="5" fb_default="2.6 3.0"
   for q in ${!fbq_var-$fb_qs_default}; do kaiju "KAIJU1 uniform, feedback" "q$q-fb" --modulus "$q" --calib-text "$calib"; done
   for b in ${!fb_var-$fb_default}; do kaiju "KAIJU1 allocated, feedback" "bpw$b-fb" --bpw "$b" --calib-text "$calib"; done
   if [ "${KEEP:-1}" = 1 ]; then for b in $budgets; do kaiju "KAIJU1 allocated, keep" "bpw$b-keep" --bpw "$b" --keep; done; fi

@@ -99,6 +99,11 @@ pub struct EncodeArgs {
     /// the knot will run)
     #[arg(long, default_value = "f16", value_parser = ["encoded", "f16"], requires = "calib_text")]
     pub calib_inputs: String,
+    /// under --calib-text: weight of the imatrix prior on each input's second moments (their
+    /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;
+    /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "The imatrix prior")
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative)]
+    pub calib_prior: f64,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,
@@ -410,6 +415,13 @@ pub fn absorb(mut cli: Cli) -> Cli {
 }
 
 /// A count of at least `min`, refused by the option's name otherwise.
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("expected a finite number of at least 0".into()),
+    }
+}
+
 fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
     move |s: &str| match s.parse::<usize>() {
         Ok(n) if n >= min => Ok(n),

@@ -83,8 +83,9 @@ impl Default for CostConfig {
             gate_core_s_per_token_b: 0.06,
             gate_model_tokens: 2.0 * 512.0 * 16.0,
             feedback_core_s_per_token_b: FEEDBACK_CORE_S_PER_TOKEN_B,
-            // [feedback] is off by default
-            feedback_tokens: 0.0,
+            // [feedback] is on by default, 16 chunks of 512 tokens
+            feedback_tokens: (crate::dataplane::encode::feedback::CTX
+                * crate::dataplane::encode::feedback::DEFAULT_CHUNKS) as f64,
         }
     }
 }
@@ -169,21 +170,21 @@ impl GateConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FeedbackConfig {
-    /// off by default: its gain depends on how close the scored text is to the calibration
-    /// text, and its knots lose the one-prompt argmax case as often as they keep it
-    /// (docs/BENCHMARKS.md, "Error feedback across domains"); `true` runs every encode build's
-    /// calibration layer by layer
+    /// on by default: every encode build calibrates layer by layer on its text, its moments
+    /// damped towards the imatrix's (docs/BENCHMARKS.md, "The imatrix prior"); `false` encodes
+    /// without
     pub enabled: bool,
     /// chunks of 512 tokens of the calibration text
     pub chunks: usize,
-    /// the calibration text local encode builds use (default: `[local] calib_text`); cloud
+    /// the calibration text local encode builds use (default: `[local] calib_text` where
+    /// `[gate] text` names the gate's, else the repository's text); cloud
     /// builds use their image's /calib/calib.txt. Never the gate's text.
     pub text: Option<PathBuf>,
 }
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
-        FeedbackConfig { enabled: false, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
+        FeedbackConfig { enabled: true, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
     }
 }
 

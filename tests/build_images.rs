@@ -120,8 +120,9 @@ fn the_docker_context_carries_every_file_the_crate_embeds() {
 }
 
 /// Error feedback in the campaign's encode builds: the encode step passes `_CALIB_TEXT`, which
-/// `gate-params` fills from `[feedback]` (empty, off, by default; on, the image's calibration
-/// text, baked into the kaiju-tui image), and it is never the text the gate step scores.
+/// `gate-params` fills from `[feedback]` (on by default: the image's calibration text, baked
+/// into the kaiju-tui image; empty with `enabled = false`), and it is never the text the gate
+/// step scores.
 #[test]
 fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let y = yaml("cloudbuild/cloudbuild-kaiju-encode.yaml");
@@ -131,13 +132,17 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let encode = step("encode");
     assert!(encode.contains("--calib-text=${_CALIB_TEXT}"), "{encode}");
     assert!(encode.contains("--calib-chunks=${_CALIB_CHUNKS}"), "{encode}");
-    assert_eq!(y["substitutions"]["_CALIB_TEXT"].as_str(), Some(""), "off by default, as [feedback]");
+    assert_eq!(
+        y["substitutions"]["_CALIB_TEXT"].as_str(),
+        Some(kaiju::config::IMAGE_CALIB_TEXT),
+        "on by default, as [feedback]"
+    );
     let calib = kaiju::config::IMAGE_CALIB_TEXT;
     let f = calib.strip_prefix("/calib/").unwrap();
     assert!(dockerfile("kaiju-tui").contains(&format!("COPY calib/{f} /calib/{f}")));
     let gate = step("gate");
     assert!(gate.contains("--text /calib/ppl.txt") && !gate.contains(calib), "{gate}");
-    // gate-params: empty (off) by default, the image's text with [feedback] enabled = true
+    // gate-params: the image's text by default, empty with [feedback] enabled = false
     use kaiju::config::{FeedbackConfig, GateConfig};
     use kaiju::controlplane::campaign::gate_params::{encode_params, Buckets};
     let q = kaiju::controlplane::campaign::queue::Queue::load(&repo().join("queue.txt")).unwrap();
@@ -145,9 +150,9 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let qs: kaiju::dataplane::gate::qspec::QSpec =
         serde_json::from_str(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
     let b = Buckets { gcs: "g", r2: "r" };
-    let on = FeedbackConfig { enabled: true, ..Default::default() };
+    let on = FeedbackConfig::default();
     let on = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &on).unwrap();
     assert_eq!((on["_CALIB_TEXT"].as_str(), on["_CALIB_CHUNKS"].as_str()), (calib, "16"));
-    let off = FeedbackConfig::default();
+    let off = FeedbackConfig { enabled: false, ..Default::default() };
     assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &off).unwrap()["_CALIB_TEXT"], "");
 }

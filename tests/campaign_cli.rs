@@ -190,10 +190,24 @@ fn queue_edits_from_the_command_line() {
 }
 
 /// A local campaign root under `dir` seeded as the demo seeds it, with the cached SmolLM2
-/// (no second fetch): the root and its configuration.
+/// (no second fetch): the root and its configuration (the library's defaults).
 fn seeded_demo_root(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
+    seeded_root(dir, kaiju::config::RawConfig::default())
+}
+
+/// As [`seeded_demo_root`], with the configuration the demo writes into its root (its gate
+/// text and thresholds, error feedback on its calibration text).
+fn seeded_demo_root_as_the_demo(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
     let root = dir.join("root");
-    let cfg = kaiju::config::RawConfig::default()
+    std::fs::create_dir_all(&root).unwrap();
+    let p = root.join("config.toml");
+    std::fs::write(&p, kaiju::commands::demo::demo_config_toml(&root)).unwrap();
+    seeded_root(dir, kaiju::config::RawConfig::load(&p).unwrap())
+}
+
+fn seeded_root(dir: &Path, raw: kaiju::config::RawConfig) -> (std::path::PathBuf, kaiju::config::Config) {
+    let root = dir.join("root");
+    let cfg = raw
         .resolve(
             &kaiju::config::CliOverrides {
                 root: Some(root.clone()),
@@ -440,7 +454,7 @@ fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
 #[test]
 fn local_campaign_from_not_ready_to_done_via_tick() {
     let d = tempfile::tempdir().unwrap();
-    let (root, _) = seeded_demo_root(d.path());
+    let (root, _) = seeded_demo_root_as_the_demo(d.path());
     let r = root.to_str().unwrap();
     let args = |extra: &[&'static str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick"];
@@ -479,9 +493,20 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     for k in ["knot", "telemetry.json", "gate.log"] {
         assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.{k}")).exists(), "{k} shipped; logs:\n{log}");
     }
-    assert!(std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log"))
-        .unwrap()
-        .contains("result: PASS"));
+    // the demo's knot: error feedback on its calibration text (never the gate's), and a gate
+    // that enforced the demo's thresholds and passed
+    let gate_log = std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log")).unwrap();
+    assert!(gate_log.contains("result: PASS"), "{gate_log}");
+    for t in ["(kld_max 1)", "(top1_min 50%)", "(ppl_ratio_max 2.2)", "gate-text.txt"] {
+        assert!(gate_log.contains(t), "{t}: {gate_log}");
+    }
+    let tel: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap())
+            .unwrap();
+    let fb = &tel["feedback"];
+    assert!(fb["text"].as_str().unwrap().ends_with("calib-text.txt"), "{fb}");
+    assert_eq!((fb["chunks"].as_u64(), fb["prior"].as_f64()), (Some(16), Some(1.0)), "{fb}");
+    assert!(fb["seconds"].as_f64().unwrap() > 0.0, "{fb}");
     // all done: exit 11, and again
     for _ in 0..2 {
         let o = run(&args(&["--submit"]), &root);
@@ -785,6 +810,7 @@ fn nonsense_options_are_refused_or_warned_about() {
             "--ctx",
         ),
         (with(&["--calib-text", "c.txt", "--calib-chunks", "0"]), "--calib-chunks"),
+        (with(&["--calib-text", "c.txt", "--calib-prior", "-1"]), "--calib-prior"),
         (with(&["--keep"]), "--keep: only under --bpw"),
         (with(&["--calib-chunks", "4"]), "--calib-text"),
         (with(&["--bpw", "99"]), "--bpw \"99\": expected bits per weight above 0 and at most 16"),

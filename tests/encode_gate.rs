@@ -442,11 +442,21 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     };
     let (_, plain) = at_budget("plain", None);
     let text = common::asset("assets/calib/calib.txt");
-    let (t, out) = at_budget("fed", Some(FeedbackOptions { text, chunks: DEFAULT_CHUNKS, inputs: Inputs::F16 }));
+    let (t, out) = at_budget(
+        "fed",
+        Some(FeedbackOptions {
+            text,
+            chunks: DEFAULT_CHUNKS,
+            inputs: Inputs::F16,
+            prior: encode::feedback::DEFAULT_PRIOR,
+        }),
+    );
     let f = t.feedback.as_ref().expect("a feedback report");
     assert_eq!((f.chunks, f.tokens, f.inputs), (16, 16 * 512, Inputs::F16));
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
+    // every input has the imatrix's mean squares to be damped towards
+    assert_eq!((f.prior, f.prior_inputs), (encode::feedback::DEFAULT_PRIOR, f.factored));
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
     assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
@@ -501,7 +511,7 @@ fn bad_calibration_texts_are_named_before_any_output() {
         let out = p("never.knot");
         let tel = p("never.telemetry.json");
         let job = EncodeJob {
-            feedback: Some(FeedbackOptions { text: p(name), chunks, inputs: Inputs::F16 }),
+            feedback: Some(FeedbackOptions { text: p(name), chunks, inputs: Inputs::F16, prior: 1.0 }),
             telemetry: Some(tel.clone()),
             ..smol_job(out.clone())
         };

@@ -62,6 +62,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             text,
             chunks: a.calib_chunks,
             inputs: crate::dataplane::encode::feedback::Inputs::parse(&a.calib_inputs).unwrap_or(crate::dataplane::encode::feedback::Inputs::F16),
+            prior: a.calib_prior,
         }),
         quiet: a.quiet,
     };

@@ -127,6 +127,13 @@ impl Snapshot {
     }
 }
 
+/// The text local encode builds calibrate on: `[feedback] text`, else `[local] calib_text` where
+/// the gate scores another text (`[gate] text`): never the text the knot is scored on. None:
+/// the repository's text.
+fn local_feedback_text(cfg: &Config) -> Option<std::path::PathBuf> {
+    cfg.feedback.text.clone().or(cfg.calib_text.clone().filter(|_| cfg.gate.text.is_some()))
+}
+
 impl Campaign {
     /// The embedded local default: directory buckets and local child-process builds.
     pub fn local(cfg: Config, runner: Runner) -> Campaign {
@@ -136,7 +143,7 @@ impl Campaign {
             hf_dir: cfg.hf_dir.clone(),
             calib_text: cfg.calib_text.clone(),
             gate_text: cfg.gate.text.clone().or(cfg.calib_text.clone()),
-            feedback_text: cfg.feedback.text.clone().or(cfg.calib_text.clone()),
+            feedback_text: local_feedback_text(&cfg),
         };
         Campaign {
             gcs: Box::new(LocalStore::new(&cfg.gcs_dir)),
@@ -380,6 +387,26 @@ impl Campaign {
 mod tests {
     use super::*;
     use crate::config::{CliOverrides, RawConfig};
+
+    /// With feedback on by default, a root that names only `[local] calib_text` (which the gate
+    /// then scores) calibrates on the repository's text, not on the gate's; with a gate text of
+    /// its own, on `calib_text`; `[feedback] text` wins.
+    #[test]
+    fn local_builds_never_calibrate_on_the_gates_text_by_default() {
+        let text = |toml: &str| {
+            let cfg = RawConfig::parse(std::path::Path::new("c.toml"), toml)
+                .unwrap()
+                .resolve(&CliOverrides::default(), None)
+                .unwrap();
+            local_feedback_text(&cfg).map(|p| p.display().to_string())
+        };
+        assert_eq!(text("[local]\ncalib_text = \"/c.txt\"\n"), None);
+        assert_eq!(text("[local]\ncalib_text = \"/c.txt\"\n[gate]\ntext = \"/g.txt\"\n").as_deref(), Some("/c.txt"));
+        assert_eq!(
+            text("[local]\ncalib_text = \"/c.txt\"\n[feedback]\ntext = \"/f.txt\"\n").as_deref(),
+            Some("/f.txt")
+        );
+    }
 
     fn campaign(dir: &std::path::Path) -> Campaign {
         std::fs::write(

@@ -106,6 +106,14 @@ impl Moments {
     /// U = J M⁻¹ J (faer's blocked triangular inverse). Consumes the moments: the factor takes
     /// their place, so the peak is two n × n matrices.
     pub fn inverse_factor(self, damp: f64) -> Result<Vec<f32>, String> {
+        self.inverse_factor_with_prior(damp, None)
+    }
+
+    /// [`Moments::inverse_factor`] with a prior on the diagonal: (H + m(λ I + α P / p̄))⁻¹ = Uᵀ U,
+    /// m the mean of H's diagonal, `prior` = (α, P) with P ≥ 0 a per-column mean square from
+    /// another text (the imatrix's) and p̄ its mean. As α grows, U tends to a diagonal whose
+    /// weights 1/U_jj² follow P: the plain imatrix-weighted encoder.
+    pub fn inverse_factor_with_prior(self, damp: f64, prior: Option<(f64, &[f32])>) -> Result<Vec<f32>, String> {
         let n = self.n;
         let mut a = self.a;
         let diag = |a: &[f32], i: usize| a[i * n + i];
@@ -113,9 +121,15 @@ impl Moments {
         if !mean.is_finite() {
             return Err("the calibration inputs' second moments are not finite".into());
         }
+        let prior = prior.filter(|(alpha, p)| *alpha > 0.0 && p.len() == n);
+        let pmean = prior.map_or(0.0, |(_, p)| p.iter().map(|&v| v.max(0.0) as f64).sum::<f64>() / n.max(1) as f64);
         for i in 0..n {
             let v = a[i * n + i] as f64;
-            a[i * n + i] = ((if v > 0.0 { v } else { mean }) + damp * mean) as f32;
+            let extra = match prior {
+                Some((alpha, p)) if pmean > 0.0 && pmean.is_finite() => alpha * mean * p[i].max(0.0) as f64 / pmean,
+                _ => 0.0,
+            };
+            a[i * n + i] = ((if v > 0.0 { v } else { mean }) + damp * mean + extra) as f32;
         }
         // J H J, lower (column-major): A(i, j) = H(n-1-j, n-1-i), an involution on the lower
         // triangle, swapped in place

@@ -370,17 +370,20 @@ mod tests {
         let h = gate_hours(7.0, &c);
         assert!((h - 16384.0 * 0.06 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{h}");
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
-        // error feedback is off by default: no hours
-        assert_eq!(feedback_hours(7.0, &c), 0.0);
-        assert!((a.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{a:?}");
-        let on = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[feedback]\nenabled = true\n")
+        // error feedback is on by default: 512 × 16 calibration tokens × 0.15 core-s per token
+        // per B × 7 B / 32 vCPUs
+        let fb = feedback_hours(7.0, &c);
+        assert!((fb - 8192.0 * 0.15 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{fb}");
+        assert!((a.encode_h - (c.encode_hours_per_7b + h + fb)).abs() < 1e-12, "{a:?}");
+        // a config that turns it off: no hours
+        let off = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[feedback]\nenabled = false\n")
             .unwrap()
             .resolve(&Default::default(), None)
             .unwrap()
             .cost;
-        // on: 512 × 16 calibration tokens × 0.15 core-s per token per B × 7 B / 32 vCPUs
-        let fb = feedback_hours(7.0, &on);
-        assert!((fb - 8192.0 * 0.15 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{fb}");
+        assert_eq!(feedback_hours(7.0, &off), 0.0);
+        let b = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &off);
+        assert!((b.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{b:?}");
         // the [gate] section sets the tokens: twice the chunks, twice the allowance
         let raw = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[gate]\nchunks = 32\n").unwrap();
         let k = raw.resolve(&Default::default(), None).unwrap().cost;

@@ -17,8 +17,8 @@ pub enum ParamsError {
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
-/// 16 chunks, no thresholds). Error feedback is off: `_CALIB_TEXT` is empty (`[feedback]
-/// enabled = true` names the image's calibration text).
+/// 16 chunks, no thresholds). Error feedback is on: `_CALIB_TEXT` names the image's
+/// calibration text (`[feedback] enabled = false` empties it).
 pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
@@ -45,7 +45,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_TOP1_MIN", ""),
     ("_PPL_RATIO_MAX", ""),
     ("_ARGMAX_MIN_MARGIN", ""),
-    ("_CALIB_TEXT", ""),
+    ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),
 ];
 
@@ -123,7 +123,8 @@ pub fn encode_params(
         ("_PPL_RATIO_MAX", opt(gate.ppl_ratio_max)),
         ("_ARGMAX_MIN_MARGIN", gate.argmax_min_margin.map(|m| m.to_string()).unwrap_or_default()),
         // error feedback: the calibration text inside the build's image (the local runner
-        // reads its configured text instead); empty when [feedback] enabled = false
+        // reads its configured text instead); empty when [feedback] enabled = false (on by
+        // default)
         ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
         ("_CALIB_CHUNKS", feedback.chunks.to_string()),
     ]

@@ -588,7 +588,8 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let selected = plan_encode(&f16, &im, &base)?;
     let resolved = resolve(job, &f16, &im, &base, &selected)?;
     // the calibration text is read, tokenized and embedded before any output is written
-    let mut calib = job.feedback.as_ref().map(|o| feedback::Calibration::new(&f16, o)).transpose()?;
+    let mut calib =
+        job.feedback.as_ref().map(|o| feedback::Calibration::new(&f16, o).map(|c| c.with_prior(&im))).transpose()?;
 
     // The inputs are hashed on a thread of their own while the tensors are encoded (a 70B
     // f16 truth takes minutes to hash); the header holds placeholders of the hashes' length

@@ -22,7 +22,8 @@ pub struct LocalStores {
     #[serde(default)]
     pub gate_text: Option<PathBuf>,
     /// The calibration text of the encode's error feedback (the cloud build's
-    /// /calib/calib.txt): `[feedback] text`, else `calib_text`. Never the gate's text.
+    /// /calib/calib.txt): `[feedback] text`, else `calib_text` where the gate scores another
+    /// text, else (None) the repository's text. Never the gate's text.
     #[serde(default)]
     pub feedback_text: Option<PathBuf>,
 }

@@ -241,7 +241,12 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         }
     }
     cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens)", text.display()));
-    Ok(Some(FeedbackOptions { text, chunks, inputs: Inputs::F16 }))
+    Ok(Some(FeedbackOptions {
+        text,
+        chunks,
+        inputs: Inputs::F16,
+        prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
+    }))
 }
 
 /// Whether two paths hold the same text: the same file, or the same bytes.
