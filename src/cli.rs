@@ -102,7 +102,7 @@ pub struct EncodeArgs {
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their
     /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;
     /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "The imatrix prior")
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative)]
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_prior: f64,
     /// worker threads (default: all cores)
     #[arg(long)]

@@ -21,6 +21,12 @@ fn par() -> Par {
 /// those threads (the activations' `exp`, the codec) then pays a transition penalty on every
 /// instruction, measured at 2× the forward pass's time.
 fn clean_upper() {
+    rayon::broadcast(|_| clean_upper_here());
+    clean_upper_here();
+}
+
+/// [`clean_upper`] on this thread only.
+fn clean_upper_here() {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx")]
@@ -28,7 +34,6 @@ fn clean_upper() {
             std::arch::x86_64::_mm256_zeroupper();
         }
         if std::is_x86_feature_detected!("avx") {
-            rayon::broadcast(|_| unsafe { zeroupper() });
             unsafe { zeroupper() };
         }
     }
@@ -54,6 +59,24 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
     let rhs = MatRef::from_row_major_slice(w, rows, cols).transpose();
     faer::linalg::matmul::matmul(dst, if add { Accum::Add } else { Accum::Replace }, lhs, rhs, 1.0f32, par());
     clean_upper();
+}
+
+/// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
+/// on this thread alone: for the many small products of a parallel loop (attention's, one
+/// head each), where splitting each product across the pool would cost more than it saves.
+pub fn matmul_nt_local(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize) {
+    let t = x.len() / cols.max(1);
+    let rows = w.len() / cols.max(1);
+    if t == 0 || rows == 0 {
+        return;
+    }
+    let dst =
+        MatMut::from_column_major_slice_with_stride_mut(&mut out[..(t - 1) * out_stride + rows], rows, t, out_stride)
+            .transpose_mut();
+    let lhs = MatRef::from_row_major_slice(x, t, cols);
+    let rhs = MatRef::from_row_major_slice(w, rows, cols).transpose();
+    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, Par::Seq);
+    clean_upper_here();
 }
 
 /// The second moments of a matmul's inputs, H = Σₜ xₜ xₜᵀ (n × n), accumulated chunk by chunk
@@ -221,6 +244,9 @@ mod tests {
         let stride = rows + 3;
         let mut out = vec![9f32; t * stride];
         matmul_nt(&mut out[2..], stride, &x, &w, cols, false);
+        let mut local = vec![9f32; t * stride];
+        matmul_nt_local(&mut local[2..], stride, &x, &w, cols);
+        assert_eq!(local, out, "the one-thread product is the same product");
         for ti in 0..t {
             for r in 0..rows {
                 let want: f32 = (0..cols).map(|c| x[ti * cols + c] * w[r * cols + c]).sum();

@@ -93,61 +93,64 @@ pub(super) struct Attn {
     pub window: Option<usize>,
 }
 
-/// Causal multi-head attention with grouped K/V heads: out (T × n_head·hd).
+/// Causal multi-head attention with grouped K/V heads: out (T × n_head·hd). Each head's scores
+/// QₕKₕᵀ and its output PₕVₕ are two GEMMs (`linalg::matmul_nt_local`, the heads in parallel);
+/// the masked, soft-capped softmax runs row by row in between.
 pub(super) fn attention(q: &[f32], k: &[f32], v: &[f32], a: &Attn, out: &mut [f32]) {
     let (n_head, hd) = (a.n_head, a.hd);
     let group = n_head / a.n_kv;
     let (nq, nkv) = (n_head * hd, a.n_kv * hd);
-    out.par_chunks_mut(nq).enumerate().for_each(|(t, orow)| {
-        let first = a.window.map_or(0, |w| (t + 1).saturating_sub(w));
-        let mut sc = vec![0f32; t + 1 - first];
-        for hh in 0..n_head {
+    let t_n = q.len() / nq.max(1);
+    if t_n == 0 {
+        return;
+    }
+    // one head's columns of a token-major matrix, contiguous (T × hd), or transposed (hd × T)
+    let cols = |m: &[f32], stride: usize, c0: usize| -> Vec<f32> {
+        m.chunks(stride).flat_map(|row| row[c0..c0 + hd].iter().copied()).collect()
+    };
+    let heads: Vec<Vec<f32>> = (0..n_head)
+        .into_par_iter()
+        .map(|hh| {
             let kvh = hh / group;
-            let qv = &q[t * nq + hh * hd..t * nq + (hh + 1) * hd];
-            let mut mx = f32::NEG_INFINITY;
-            for (j, scv) in sc.iter_mut().enumerate() {
-                let s = first + j;
-                let kv = &k[s * nkv + kvh * hd..s * nkv + (kvh + 1) * hd];
-                *scv = dot(qv, kv) * a.scale;
-                if let Some(cap) = a.softcap {
-                    *scv = cap * (*scv / cap).tanh();
-                }
-                mx = mx.max(*scv);
-            }
-            let mut sum = 0f32;
-            for scv in sc.iter_mut() {
-                *scv = (*scv - mx).exp();
-                sum += *scv;
-            }
-            let o = &mut orow[hh * hd..(hh + 1) * hd];
-            o.iter_mut().for_each(|e| *e = 0.0);
-            for (j, &p) in sc.iter().enumerate() {
-                let s = first + j;
-                let vv = &v[s * nkv + kvh * hd..s * nkv + (kvh + 1) * hd];
-                let wgt = p / sum;
-                for i in 0..hd {
-                    o[i] += wgt * vv[i];
+            let qh = cols(q, nq, hh * hd);
+            let kh = cols(k, nkv, kvh * hd);
+            let vh = cols(v, nkv, kvh * hd);
+            let mut vt = vec![0f32; hd * t_n];
+            for (s, row) in vh.chunks(hd).enumerate() {
+                for (i, &x) in row.iter().enumerate() {
+                    vt[i * t_n + s] = x;
                 }
             }
-        }
-    });
-}
-
-/// a · b, in eight lanes (attention's q·k).
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
+            let mut sc = vec![0f32; t_n * t_n];
+            crate::dataplane::linalg::matmul_nt_local(&mut sc, t_n, &qh, &kh, hd);
+            for (t, row) in sc.chunks_mut(t_n).enumerate() {
+                let first = a.window.map_or(0, |w| (t + 1).saturating_sub(w));
+                let live = &mut row[first..=t];
+                let mut mx = f32::NEG_INFINITY;
+                for x in live.iter_mut() {
+                    *x *= a.scale;
+                    if let Some(cap) = a.softcap {
+                        *x = cap * (*x / cap).tanh();
+                    }
+                    mx = mx.max(*x);
+                }
+                let mut sum = 0f32;
+                for x in live.iter_mut() {
+                    *x = (*x - mx).exp();
+                    sum += *x;
+                }
+                live.iter_mut().for_each(|x| *x /= sum);
+                row[..first].iter_mut().for_each(|x| *x = 0.0);
+                row[t + 1..].iter_mut().for_each(|x| *x = 0.0);
+            }
+            let mut oh = vec![0f32; t_n * hd];
+            crate::dataplane::linalg::matmul_nt_local(&mut oh, hd, &sc, &vt, t_n);
+            oh
+        })
+        .collect();
+    for (hh, oh) in heads.iter().enumerate() {
+        for (orow, hrow) in out.chunks_mut(nq).zip(oh.chunks(hd)) {
+            orow[hh * hd..(hh + 1) * hd].copy_from_slice(hrow);
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
 }
