@@ -3,33 +3,13 @@
 //! position), a popped merge applied only while both its symbols still hold the text it was
 //! made from. O(n log n) in the piece's length (a 1 MB run of one letter is one piece).
 
+use super::symbols::{self, Sym};
 use std::collections::{BinaryHeap, HashMap};
-
-/// One symbol of a piece: `len` bytes of the piece from `start` (0 once merged into its left
-/// neighbour).
-struct Sym {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
-
-impl Sym {
-    fn range(&self) -> std::ops::Range<usize> {
-        self.start..self.start + self.len
-    }
-}
 
 /// The merged symbols of `text` (a piece, byte-level mapped or raw UTF-8), left to right, as
 /// byte ranges of it. `ranks` holds each merge by its GGUF text ("a b": two symbols, one space).
 pub fn merge(text: &str, ranks: &HashMap<String, usize>) -> Vec<std::ops::Range<usize>> {
-    let mut syms: Vec<Sym> = Vec::with_capacity(text.len());
-    for (i, (at, c)) in text.char_indices().enumerate() {
-        syms.push(Sym { start: at, len: c.len_utf8(), prev: i.checked_sub(1), next: Some(i + 1) });
-    }
-    if let Some(last) = syms.last_mut() {
-        last.next = None;
-    }
+    let mut syms = symbols::chars(text);
     let mut key = String::new();
     let mut heap = BinaryHeap::new();
     let mut push = |heap: &mut BinaryHeap<_>, syms: &[Sym], l: usize, r: usize| {
@@ -50,12 +30,7 @@ pub fn merge(text: &str, ranks: &HashMap<String, usize>) -> Vec<std::ops::Range<
         if syms[l].len == 0 || syms[r].len == 0 || syms[l].next != Some(r) || syms[l].len + syms[r].len != len {
             continue;
         }
-        syms[l].len += syms[r].len;
-        syms[r].len = 0;
-        syms[l].next = syms[r].next;
-        if let Some(n) = syms[r].next {
-            syms[n].prev = Some(l);
-        }
+        symbols::join(&mut syms, l, r);
         if let Some(p) = syms[l].prev {
             push(&mut heap, &syms, p, l);
         }
@@ -63,11 +38,5 @@ pub fn merge(text: &str, ranks: &HashMap<String, usize>) -> Vec<std::ops::Range<
             push(&mut heap, &syms, l, n);
         }
     }
-    let mut out = Vec::with_capacity(syms.len());
-    let mut at = (!syms.is_empty()).then_some(0);
-    while let Some(i) = at {
-        out.push(syms[i].range());
-        at = syms[i].next;
-    }
-    out
+    symbols::live(&syms).collect()
 }

@@ -21,6 +21,7 @@
 mod bpe;
 pub mod pre;
 mod spm;
+mod symbols;
 
 use crate::dataplane::gguf::{Gguf, Value};
 pub use pre::PreTokenizer;

@@ -5,14 +5,8 @@
 //! final symbol that is not one is a single character outside the vocabulary: it goes out as its
 //! bytes (`<0xXX>`; llama.cpp's re-split along earlier merges never applies to one).
 
+use super::symbols::{self, Sym};
 use std::collections::{BinaryHeap, HashMap};
-
-struct Sym {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
 
 /// A candidate merge: higher score first, then the leftmost.
 #[derive(PartialEq)]
@@ -47,14 +41,7 @@ pub struct Vocab<'v> {
 
 /// Append the ids of `text` (whitespace already escaped) to `out`.
 pub fn tokenize(text: &str, v: &Vocab, out: &mut Vec<u32>) {
-    let mut syms: Vec<Sym> = text
-        .char_indices()
-        .enumerate()
-        .map(|(i, (at, c))| Sym { start: at, len: c.len_utf8(), prev: i.checked_sub(1), next: Some(i + 1) })
-        .collect();
-    if let Some(last) = syms.last_mut() {
-        last.next = None;
-    }
+    let mut syms = symbols::chars(text);
     let mut heap = BinaryHeap::new();
     let try_add = |heap: &mut BinaryHeap<Bigram>, syms: &[Sym], l: Option<usize>, r: Option<usize>| {
         let (Some(l), Some(r)) = (l, r) else { return };
@@ -71,22 +58,15 @@ pub fn tokenize(text: &str, v: &Vocab, out: &mut Vec<u32>) {
         if syms[l].len == 0 || syms[r].len == 0 || syms[l].len + syms[r].len != b.size {
             continue;
         }
-        syms[l].len += syms[r].len;
-        syms[r].len = 0;
-        syms[l].next = syms[r].next;
-        if let Some(n) = syms[r].next {
-            syms[n].prev = Some(l);
-        }
+        symbols::join(&mut syms, l, r);
         try_add(&mut heap, &syms, syms[l].prev, Some(l));
         try_add(&mut heap, &syms, Some(l), syms[l].next);
     }
-    let mut at = (!syms.is_empty()).then_some(0);
-    while let Some(i) = at {
-        let s = &text[syms[i].start..syms[i].start + syms[i].len];
+    for r in symbols::live(&syms) {
+        let s = &text[r];
         match v.ids.get(s) {
             Some(&id) => out.push(id),
             None => out.extend(s.bytes().filter_map(|b| v.byte_tokens[b as usize])),
         }
-        at = syms[i].next;
     }
 }
