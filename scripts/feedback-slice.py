@@ -7,11 +7,11 @@ imatrix with log-normal per-column importances.
 
 usage: python feedback-slice.py QWEN_F16_GGUF OUT_DIR [LAYERS]
 """
-import struct
 import sys
 
 import gguf
 import numpy as np
+from random_llama import write_dat, write_model
 
 src_path, out_dir = sys.argv[1], sys.argv[2]
 LAYERS = int(sys.argv[3]) if len(sys.argv) > 3 else 2
@@ -38,35 +38,6 @@ w.add_head_count_kv(HKV)
 w.add_rope_freq_base(1e6)
 w.add_layer_norm_rms_eps(1e-6)
 rng = np.random.default_rng(11)
-imatrix = {}
-
-
-def matmul(name, ne0, ne1):
-    w.add_tensor(name, (rng.standard_normal((ne1, ne0), dtype=np.float32) * 0.02).astype(np.float16))
-    imatrix[name] = np.exp(rng.standard_normal(ne0)).astype(np.float32)
-
-
-w.add_tensor("token_embd.weight", (rng.standard_normal((n_vocab, E), dtype=np.float32) * 0.02).astype(np.float16))
-for i in range(LAYERS):
-    p = f"blk.{i}."
-    w.add_tensor(p + "attn_norm.weight", np.ones(E, np.float32))
-    w.add_tensor(p + "ffn_norm.weight", np.ones(E, np.float32))
-    matmul(p + "attn_q.weight", E, E)
-    matmul(p + "attn_k.weight", E, KV)
-    matmul(p + "attn_v.weight", E, KV)
-    matmul(p + "attn_output.weight", E, E)
-    matmul(p + "ffn_gate.weight", E, F)
-    matmul(p + "ffn_up.weight", E, F)
-    matmul(p + "ffn_down.weight", F, E)
-w.add_tensor("output_norm.weight", np.ones(E, np.float32))
-w.write_header_to_file()
-w.write_kv_data_to_file()
-w.write_tensors_to_file()
-w.close()
-with open(f"{out_dir}/slice.imatrix.dat", "wb") as f:
-    f.write(struct.pack("<i", len(imatrix)))
-    for name, v in imatrix.items():
-        b = name.encode()
-        f.write(struct.pack("<i", len(b)) + b + struct.pack("<ii", 1, len(v)) + v.tobytes())
-    f.write(struct.pack("<ii", 1, 5) + b"slice")
+imatrix = write_model(w, lambda shape: rng.standard_normal(shape, dtype=np.float32), rng, n_vocab, E, F, KV, LAYERS)
+write_dat(f"{out_dir}/slice.imatrix.dat", imatrix, "slice")
 print(f"wrote {out_dir}/slice-f16.gguf and {out_dir}/slice.imatrix.dat")
