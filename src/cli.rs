@@ -414,7 +414,7 @@ pub fn absorb(mut cli: Cli) -> Cli {
     cli
 }
 
-/// A count of at least `min`, refused by the option's name otherwise.
+/// A finite number ≥ 0 (`--calib-prior`), refused by the option's name otherwise.
 fn non_negative(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -422,6 +422,7 @@ fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A count of at least `min`, refused by the option's name otherwise.
 fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
     move |s: &str| match s.parse::<usize>() {
         Ok(n) if n >= min => Ok(n),

@@ -44,6 +44,21 @@ fn clean_upper_here() {
 /// product is added to `out`. `out` may be a column window of a wider matrix: `out_stride` is
 /// the distance between its rows.
 pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize, add: bool) {
+    gemm_nt(out, out_stride, x, w, cols, if add { Accum::Add } else { Accum::Replace }, par());
+    clean_upper();
+}
+
+/// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
+/// on this thread alone: for the many small products of a parallel loop (attention's, one
+/// head each), where splitting each product across the pool would cost more than it saves.
+pub fn matmul_nt_local(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize) {
+    gemm_nt(out, out_stride, x, w, cols, Accum::Replace, Par::Seq);
+    clean_upper_here();
+}
+
+/// The product both [`matmul_nt`] and [`matmul_nt_local`] take, with their accumulation and
+/// parallelism.
+fn gemm_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize, accum: Accum, par: Par) {
     let t = x.len() / cols.max(1);
     let rows = w.len() / cols.max(1);
     if t == 0 || rows == 0 {
@@ -57,26 +72,7 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
             .transpose_mut();
     let lhs = MatRef::from_row_major_slice(x, t, cols);
     let rhs = MatRef::from_row_major_slice(w, rows, cols).transpose();
-    faer::linalg::matmul::matmul(dst, if add { Accum::Add } else { Accum::Replace }, lhs, rhs, 1.0f32, par());
-    clean_upper();
-}
-
-/// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
-/// on this thread alone: for the many small products of a parallel loop (attention's, one
-/// head each), where splitting each product across the pool would cost more than it saves.
-pub fn matmul_nt_local(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize) {
-    let t = x.len() / cols.max(1);
-    let rows = w.len() / cols.max(1);
-    if t == 0 || rows == 0 {
-        return;
-    }
-    let dst =
-        MatMut::from_column_major_slice_with_stride_mut(&mut out[..(t - 1) * out_stride + rows], rows, t, out_stride)
-            .transpose_mut();
-    let lhs = MatRef::from_row_major_slice(x, t, cols);
-    let rhs = MatRef::from_row_major_slice(w, rows, cols).transpose();
-    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, Par::Seq);
-    clean_upper_here();
+    faer::linalg::matmul::matmul(dst, accum, lhs, rhs, 1.0f32, par);
 }
 
 /// The second moments of a matmul's inputs, H = Σₜ xₜ xₜᵀ (n × n), accumulated chunk by chunk

@@ -44,9 +44,9 @@ pub const DEFAULT_CHUNKS: usize = 16;
 /// Damping added to H's diagonal, as a fraction of its mean: 0.01 and 0.1 measured the same
 /// KLD on SmolLM2, 0.1 the better perplexity ratio.
 pub const DAMP: f64 = 0.1;
-/// Weight of the imatrix prior (`--calib-prior`) on the moments' diagonal, as a fraction of their mean: H + m(λI +
-/// α P/p̄), P the imatrix's per-column mean squares of the same input (measured over the
-/// imatrix's own, broader text). It keeps the feedback from pushing error into directions the
+/// Weight of the imatrix prior (`--calib-prior`) on the moments' diagonal, as a fraction of
+/// their mean: H + m(λI + α P/p̄), P the imatrix's per-column mean squares of the same input
+/// (measured over the imatrix's own, broader text). It keeps the feedback from pushing error into directions the
 /// calibration text leaves quiet but other text uses: on SmolLM2 at 2.6 bpw, α = 1 lowered the
 /// mean KLD on each of three kinds of text against α = 0 and kept every "capital of France"
 /// prompt that α = 0 lost (docs/BENCHMARKS.md, "The imatrix prior").
@@ -269,10 +269,7 @@ impl<'g> Calibration<'g> {
         }
         let u =
             m.inverse_factor_with_prior(DAMP, p.as_ref().map(|e| (self.opts.prior, e.matrix(0)))).map_err(|msg| {
-                EncodeError::Feedback {
-                    path: self.opts.text.clone(),
-                    msg: format!("the input of {}: {msg}", group[0].tensor(li)),
-                }
+                EncodeError::Feedback { path: self.opts.text.clone(), msg: format!("the input of {name}: {msg}") }
             })?;
         self.report.moments_seconds += (t1 - t0).as_secs_f64();
         self.report.factor_seconds += t1.elapsed().as_secs_f64();

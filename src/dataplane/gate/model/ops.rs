@@ -104,7 +104,7 @@ pub(super) fn attention(q: &[f32], k: &[f32], v: &[f32], a: &Attn, out: &mut [f3
     if t_n == 0 {
         return;
     }
-    // one head's columns of a token-major matrix, contiguous (T × hd), or transposed (hd × T)
+    // one head's columns of a token-major matrix, contiguous (T × hd)
     let cols = |m: &[f32], stride: usize, c0: usize| -> Vec<f32> {
         m.chunks(stride).flat_map(|row| row[c0..c0 + hd].iter().copied()).collect()
     };
