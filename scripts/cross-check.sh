@@ -38,7 +38,7 @@ qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
   target/release/kaiju-tui convert --to f16 "$qwen" "$models/qwen2.5-coder-0.5b-f16.gguf"
 
 "$venv/bin/python" scripts/tiny-models.py "$models/smollm2-135m-f16.gguf" "$out"
-for m in llama llama-gqa qwen2 qwen3 gemma2 gemma3; do
+for m in llama llama-gqa qwen2 qwen3 gemma2 gemma3 gemma4 gemma4-ple; do
   "$tool" "$out/$m.gguf" "$(cat "$out/tokens.txt")" "$out/$m.logits"
   echo "$out/$m.logits"
 done

@@ -141,6 +141,13 @@ fn plan_and_status_agree_on_the_shipped_queue() {
     assert!(line.contains("  -  ") || line.trim_end().ends_with('-'), "{line}");
     let small = t.lines().find(|l| l.starts_with("qwen2.5-0.5b")).unwrap();
     assert!(small.split_whitespace().any(|w| w.ends_with('m') && w[..w.len() - 1].parse::<u32>().is_ok()), "{small}");
+    // held and out-of-scope models say why, in the table and the JSON (the queue's comment)
+    for (id, why) in [("gemma4-e2b", "f16 source for the ladder"), ("gemma4-26b-a4b", "Gemma 4 MoE")] {
+        let line = t.lines().find(|l| l.starts_with(id)).unwrap();
+        assert!(line.contains(why), "{line}");
+        assert!(row(id)["reason"].as_str().unwrap().contains(why), "{id}");
+    }
+    assert!(row("qwen2.5-7b")["reason"].is_null(), "a model that runs has no reason to give");
 }
 
 #[test]

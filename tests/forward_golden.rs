@@ -1,7 +1,7 @@
 //! The native forward pass against llama.cpp's logits (golden files written by
 //! `scripts/cross-check.sh`, which runs llama.cpp itself; this test needs no llama.cpp).
 //!
-//! tests/golden/forward/: six tiny random-weight models, one per architecture feature set
+//! tests/golden/forward/: eight tiny random-weight models, one per architecture feature set
 //! (`scripts/tiny-models.py`), the 64-token sequence they all run on, and llama.cpp's logits at
 //! every position; and, for the two real fixtures, llama.cpp's top logits over a short text.
 
@@ -76,6 +76,21 @@ fn gemma2_matches_llama_cpp() {
 #[test]
 fn gemma3_matches_llama_cpp() {
     cross_check("gemma3");
+}
+
+/// gemma4: sliding layers 8 wide with 2 K/V heads, full layers 16 wide with 1, q/k/V norms,
+/// attention scale 1, proportional RoPE on the full layers, the last two layers reading earlier
+/// layers' K/V, a full layer whose V is its K, per-layer output scales, a final soft-cap.
+#[test]
+fn gemma4_matches_llama_cpp() {
+    cross_check("gemma4");
+}
+
+/// gemma4 with the small models' per-layer embeddings, FFNs twice as wide on the shared-K/V
+/// layers, and the default final soft-cap (30; the file has no key).
+#[test]
+fn gemma4_with_per_layer_embeddings_matches_llama_cpp() {
+    cross_check("gemma4-ple");
 }
 
 /// A real model against llama.cpp's logits over the start of a text (stored as each
@@ -161,4 +176,35 @@ fn unsupported_architectures_are_refused_by_name() {
     });
     let e = load_error(&yarn);
     assert!(e.contains("qwen2.rope.scaling.type = \"yarn\""), "{e}");
+}
+
+/// What the gemma4 forward pass does not do is refused by key, never run: the assistant
+/// variant, mixture-of-experts layers, a file without its per-layer sliding-window flags, K/V
+/// sharing that leaves no earlier layer of a kind to read.
+#[test]
+fn gemma4_files_it_cannot_run_are_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = |k: &'static str, v: Value| {
+        move |m: &mut Vec<(String, Value)>| {
+            m.retain(|(key, _)| key != k);
+            m.push((k.into(), v));
+        }
+    };
+    let assistant = edited(dir.path(), "gemma4", set("general.architecture", Value::str("gemma4-assistant")));
+    let e = load_error(&assistant);
+    assert!(e.contains("general.architecture = \"gemma4-assistant\" is not supported"), "{e}");
+    let moe = edited(dir.path(), "gemma4", set("gemma4.expert_count", Value::U32(128)));
+    let e = load_error(&moe);
+    assert!(e.contains("gemma4.expert_count = 128: mixture-of-experts"), "{e}");
+    let no_pattern =
+        edited(dir.path(), "gemma4", |m| m.retain(|(k, _)| k != "gemma4.attention.sliding_window_pattern"));
+    let e = load_error(&no_pattern);
+    assert!(e.contains("missing metadata key gemma4.attention.sliding_window_pattern"), "{e}");
+    let all_shared = edited(dir.path(), "gemma4", set("gemma4.attention.shared_kv_layers", Value::U32(5)));
+    let e = load_error(&all_shared);
+    assert!(e.contains("gemma4.attention.shared_kv_layers = 5 of 6 layers"), "{e}");
+    let short =
+        edited(dir.path(), "gemma4-ple", set("gemma4.feed_forward_length", Value::Array(4, vec![Value::U32(32); 3])));
+    let e = load_error(&short);
+    assert!(e.contains("gemma4.feed_forward_length") && e.contains("one per layer"), "{e}");
 }

@@ -92,11 +92,55 @@ pub fn inspect(path: &Path, model: Option<&Path>) -> anyhow::Result<String> {
             *by as f64 * 8.0 / *el as f64
         )?;
     }
+    layer_notes(&mut s, &g)?;
     mix_grid(&mut s, &g)?;
     if let Some(m) = model {
         coverage(&mut s, &g, &Imatrix::load(m)?, &format!("{} with imatrix {}", path.display(), m.display()))?;
     }
     Ok(s)
+}
+
+/// What a reader of the tensor list needs to know about a gemma4 file's layers: the per-layer
+/// embeddings (a token table as wide as all layers' inputs together, and each layer's gate,
+/// projection and norm), which the encoder copies from the base knot (they are neither
+/// attention nor FFN matmuls), and the layers that read an earlier layer's K/V (so they have
+/// no attn_k / attn_v of their own).
+fn layer_notes(s: &mut String, g: &Gguf) -> anyhow::Result<()> {
+    let arch = g.architecture().unwrap_or("");
+    let n_layer = g.get_u64(&format!("{arch}.block_count")).unwrap_or(0);
+    let per_layer = g.get_u64(&format!("{arch}.embedding_length_per_layer_input")).unwrap_or(0);
+    if per_layer > 0 {
+        let size = |names: &dyn Fn(&str) -> bool| -> (usize, u64) {
+            g.tensors.iter().filter(|t| names(&t.name)).fold((0, 0), |(n, b), t| (n + 1, b + t.size))
+        };
+        let table = size(&|n| n == "per_layer_token_embd.weight");
+        let global = size(&|n| n.starts_with("per_layer_"));
+        let own = size(&|n| {
+            n.starts_with("blk.")
+                && [".inp_gate.weight", ".proj.weight", ".post_norm.weight"].iter().any(|t| n.ends_with(t))
+        });
+        writeln!(
+            s,
+            "per-layer embeddings: {per_layer} per layer × {n_layer} layers; token table {} ({:.1}% of the file), \
+             per_layer_model_proj and per_layer_proj_norm {}; per layer inp_gate, proj, post_norm: {} tensors, {} \
+             (not KAIJU1 matmuls: copied from the base knot)",
+            human(table.1),
+            table.1 as f64 * 100.0 / g.file_len().max(1) as f64,
+            human(global.1 - table.1),
+            own.0,
+            human(own.1)
+        )?;
+    }
+    let shared = g.get_u64(&format!("{arch}.attention.shared_kv_layers")).unwrap_or(0);
+    if shared > 0 && shared < n_layer {
+        writeln!(
+            s,
+            "shared K/V: layers {}-{} read the K/V of earlier layers (no attn_k / attn_v of their own)",
+            n_layer - shared,
+            n_layer - 1
+        )?;
+    }
+    Ok(())
 }
 
 /// A knot's mix: for each layer, each matmul kind's form (the KAIJU1 variant's q, or the

@@ -78,9 +78,11 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
             flags: vec![],
         };
     }
-    let scale = e.params_b / 7.0;
-    let encode_h = scale * c.encode_hours_per_7b + gate_hours(e.params_b, c) + feedback_hours(e.params_b, c);
-    let ladder_h = if needs_ladder { scale * c.ladder_hours_per_7b } else { 0.0 };
+    // the encode, the gate and the feedback work through the weights each token is multiplied
+    // by (`effective=`); the ladder converts and the disk holds the whole file
+    let work = e.work_b();
+    let encode_h = work / 7.0 * c.encode_hours_per_7b + gate_hours(work, c) + feedback_hours(work, c);
+    let ladder_h = if needs_ladder { e.params_b / 7.0 * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
     if needs_ladder {
@@ -321,6 +323,7 @@ mod tests {
         Entry {
             id: id.into(),
             params_b: p,
+            effective_b: None,
             family: "llama".into(),
             hf_source: None,
             modulus: None,
@@ -330,6 +333,18 @@ mod tests {
             comment: None,
             line: 1,
         }
+    }
+
+    /// gemma4's E models: the encode, gate and feedback hours follow the weights each token is
+    /// multiplied by (`effective=`), the ladder and the disk the whole file (`params=`).
+    #[test]
+    fn effective_params_set_the_encode_hours_and_params_the_disk() {
+        let c = CostConfig::default();
+        let whole = estimate(&e("e2b", 5.1, Tag::ReadyNow), true, &c);
+        let e2b = estimate(&Entry { effective_b: Some(2.0), ..e("e2b", 5.1, Tag::ReadyNow) }, true, &c);
+        let two = estimate(&e("2b", 2.0, Tag::ReadyNow), true, &c);
+        assert!((e2b.encode_h - two.encode_h).abs() < 1e-12 && e2b.encode_h < whole.encode_h, "{e2b:?} {two:?}");
+        assert_eq!((e2b.ladder_h, e2b.disk_gb, e2b.params_b), (whole.ladder_h, whole.disk_gb, 5.1));
     }
 
     #[test]

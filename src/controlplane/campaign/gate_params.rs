@@ -182,6 +182,7 @@ mod tests {
         Entry {
             id: id.into(),
             params_b: 7.6,
+            effective_b: None,
             family: "qwen2".into(),
             hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
             modulus: None,

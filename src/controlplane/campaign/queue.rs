@@ -1,7 +1,7 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
 //! ```
 //!
 //! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
@@ -46,6 +46,10 @@ impl fmt::Display for Tag {
 pub struct Entry {
     pub id: String,
     pub params_b: f64,
+    /// Billions of weights each token is multiplied by (`effective=`; gemma4's E models, whose
+    /// per-layer token tables are only looked up): what the encode and the gate scale with.
+    /// None: all of `params_b`.
+    pub effective_b: Option<f64>,
     pub family: String,
     pub hf_source: Option<String>,
     /// KAIJU1 Voronoi modulus for this model (`q=`; default 4 = 2.25 bpw).
@@ -60,6 +64,13 @@ pub struct Entry {
     pub comment: Option<String>,
     /// Line number (1-based) in the file.
     pub line: usize,
+}
+
+impl Entry {
+    /// Billions of weights the encode and the gate work through: `effective=`, else `params=`.
+    pub fn work_b(&self) -> f64 {
+        self.effective_b.unwrap_or(self.params_b)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +126,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
-    let mut bpw = None;
+    let (mut bpw, mut effective) = (None, None);
     let mut seen: Vec<&str> = Vec::new();
     for t in &toks[1..] {
         if let Some((key, _)) = t.split_once('=') {
@@ -128,6 +139,13 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             params = Some(v.parse::<f64>().ok().filter(|p| p.is_finite() && *p > 0.0 && *p < 100_000.0).ok_or_else(
                 || err(format!("{id}: params={v:?}: expected a positive number of billions (under 100000)")),
             )?);
+        } else if let Some(v) = t.strip_prefix("effective=") {
+            effective = Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|p| p.is_finite() && *p > 0.0)
+                    .ok_or_else(|| err(format!("{id}: effective={v:?}: expected a positive number of billions")))?,
+            );
         } else if let Some(v) = t.strip_prefix("family=") {
             family = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("hf=") {
@@ -156,7 +174,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             }
         } else {
             return Err(err(format!(
-                "{id}: unexpected {t:?}: expected params=, family=, hf=, q=, bpw=, mix= or a state tag ({})",
+                "{id}: unexpected {t:?}: expected params=, effective=, family=, hf=, q=, bpw=, mix= or a state tag ({})",
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
@@ -166,9 +184,14 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             "{id}: q= and bpw= together: q= picks one variant, bpw= a budget the encoder allocates; give one"
         )));
     }
+    let params_b = params.ok_or_else(|| err(format!("{id}: missing params=<billions>")))?;
+    if let Some(e) = effective.filter(|&e| e > params_b) {
+        return Err(err(format!("{id}: effective={e} is more than params={params_b}: expected a part of the model")));
+    }
     Ok(Some(Entry {
         id: id.to_string(),
-        params_b: params.ok_or_else(|| err(format!("{id}: missing params=<billions>")))?,
+        params_b,
+        effective_b: effective,
         family: family.ok_or_else(|| err(format!("{id}: missing family=<name>")))?,
         hf_source: hf,
         modulus,
@@ -429,6 +452,21 @@ mod tests {
             e.contains("queue.txt:1") && e.contains("mix=") && e.contains("(3, 4, 5, 6, 8, 10, 12, 16) or keep"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn effective_params_are_what_the_work_scales_with() {
+        let q = Queue::parse(Path::new("queue.txt"), "e params=5.1 effective=2.0 family=gemma4 HOLD\n").unwrap();
+        assert_eq!((q.entries[0].params_b, q.entries[0].effective_b, q.entries[0].work_b()), (5.1, Some(2.0), 2.0));
+        let q = Queue::parse(Path::new("queue.txt"), "a params=7 family=l HOLD\n").unwrap();
+        assert_eq!((q.entries[0].effective_b, q.entries[0].work_b()), (None, 7.0));
+        for (line, want) in [
+            ("e params=2 effective=3 family=g HOLD", "effective=3 is more than params=2"),
+            ("e params=2 effective=-1 family=g HOLD", "effective=\"-1\": expected a positive number"),
+        ] {
+            let e = Queue::parse(Path::new("queue.txt"), &format!("{line}\n")).unwrap_err().to_string();
+            assert!(e.contains("queue.txt:1") && e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -405,6 +405,7 @@ mod tests {
         Entry {
             id: id.into(),
             params_b: 1.0,
+            effective_b: None,
             family: "llama".into(),
             hf_source: hf.then(|| format!("org/{id}")),
             modulus: None,

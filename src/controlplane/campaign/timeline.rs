@@ -200,6 +200,7 @@ mod tests {
         Entry {
             id: id.into(),
             params_b: p,
+            effective_b: None,
             family: "llama".into(),
             hf_source: Some("o/m".into()),
             modulus: None,

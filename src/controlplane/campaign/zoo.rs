@@ -3,7 +3,7 @@
 use super::cost::{self, Estimate};
 use super::inventory::{Inventory, ModelInventory};
 use super::markers::MarkerSet;
-use super::queue::Entry;
+use super::queue::{Entry, Tag};
 use super::state::{latest_build, state_of, ModelState};
 use crate::config::CostConfig;
 use crate::controlplane::backend::builds::BuildInfo;
@@ -34,6 +34,8 @@ pub struct ZooRow {
     pub gate_result: Option<String>,
     /// The shipped knot's distributional figures against its f16 (from its gate log)
     pub gate_figures: Option<GateFigures>,
+    /// Why a HOLD or OUT-OF-SCOPE model is not run (its queue comment)
+    pub reason: Option<String>,
     /// The build a submit would start now ("KAIJU encode", "IQ-ladder feeder"), or why none
     /// can start ("nothing: …")
     pub next_build: String,
@@ -180,7 +182,7 @@ pub fn rows(
     c: &CostConfig,
     flag_margin: f32,
 ) -> Vec<ZooRow> {
-    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.params_b), builds);
+    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.work_b()), builds);
     let unknown = ModelInventory {
         f16: Probe::Unknown("not probed".into()),
         imatrix: Probe::Unknown("not probed".into()),
@@ -248,6 +250,7 @@ pub fn rows(
                     .and_then(|d| d.strip_prefix("step gate: "))
                     .map(|d| format!("FAIL: {d}")),
                 gate_figures: None,
+                reason: e.comment.clone().filter(|_| matches!(e.tag, Tag::Hold | Tag::OutOfScope)),
                 // what the tick, `check` and "submit now" would do for it: one function decides
                 next_build: super::tick::model_step(e, m, inv, markers, &flight).describe(&e.id),
                 detail,
@@ -293,7 +296,17 @@ pub fn plan(rows: &[ZooRow], c: &CostConfig) -> cost::Plan {
 pub fn table(rows: &[ZooRow]) -> String {
     let mut s = format!(
         "{:<22} {:>7} {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
-        "model", "params", "family", "state", "f16", "imat", "base", "gate", "hours", "cost $", "gate result"
+        "model",
+        "params",
+        "family",
+        "state",
+        "f16",
+        "imat",
+        "base",
+        "gate",
+        "hours",
+        "cost $",
+        "gate result / why held"
     );
     for r in rows {
         s += &format!(
@@ -308,7 +321,7 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.gate_mark.glyph(),
             r.hours_cell(),
             r.usd_cell(),
-            r.gate_result.as_deref().unwrap_or("")
+            r.gate_result.as_deref().or(r.reason.as_deref()).unwrap_or("")
         );
     }
     s

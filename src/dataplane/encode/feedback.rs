@@ -125,11 +125,12 @@ pub type EncodeFn<'e> = dyn FnMut(&str, &[f32], usize) -> Result<Encoded, Encode
 /// A layer's tensors as encoded so far, by `Proj as usize`.
 type Own = [Option<Weight<'static>>; 7];
 
-/// The weight a stage runs with: the encoded one if there is one, else the f16's.
+/// The weight a stage runs with: the encoded one if there is one, else the f16's (a stage
+/// only asks for the weights its layer has).
 fn pick<'w>(own: &'w Own, model: &'w Model<'w>, li: usize, p: Proj) -> &'w Weight<'w> {
     match &own[p as usize] {
         Some(w) => w,
-        None => model.weight(li, p),
+        None => model.weight(li, p).expect("a stage asks for the weights its layer has"),
     }
 }
 
@@ -199,7 +200,7 @@ impl<'g> Calibration<'g> {
         let (l, kind) = rest.split_once('.')?;
         let l: usize = l.parse().ok()?;
         let p = Proj::ALL.into_iter().find(|p| kind == format!("{}.weight", p.kind()))?;
-        (l < self.model.n_layer()).then_some((l, p))
+        (l < self.model.n_layer() && self.model.weight(l, p).is_some()).then_some((l, p))
     }
 
     /// Run the next layer: for each of its inputs, accumulate and factor the moments and call
@@ -214,7 +215,7 @@ impl<'g> Calibration<'g> {
         enc_secs += self.group(li, Proj::BY_INPUT[0], &h, encode, &mut own)?;
         let att = {
             let pick = |p| pick(&own, &self.model, li, p);
-            self.model.layer_attention(li, &h, self.batch.len, &pick)
+            self.model.layer_attention(li, &h, &mut self.batch, &pick)
         };
         drop(h);
         enc_secs += self.group(li, Proj::BY_INPUT[1], &att, encode, &mut own)?;
@@ -275,11 +276,13 @@ impl<'g> Calibration<'g> {
         self.report.factor_seconds += t1.elapsed().as_secs_f64();
         self.report.factored += 1;
         let te = Instant::now();
-        for &p in group {
+        // a layer reading another's K/V has no K or V of its own
+        for (p, (rows, cols)) in
+            group.iter().filter_map(|&p| Some((p, self.model.weight(li, p).map(|w| (w.rows, w.cols))?)))
+        {
             let got = encode(&p.tensor(li), &u, n)?;
             if let (Encoded::Reconstruction(v), Inputs::Encoded) = (got, self.opts.inputs) {
-                let w = self.model.weight(li, p);
-                own[p as usize] = Some(Weight::dense(w.rows, w.cols, v));
+                own[p as usize] = Some(Weight::dense(rows, cols, v));
             }
         }
         Ok(te.elapsed().as_secs_f64())

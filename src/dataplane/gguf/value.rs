@@ -97,11 +97,37 @@ impl Value {
                     format!("{s:?}")
                 }
             }
-            Value::Array(t, items) => format!("[{} × type {}]", items.len(), t),
+            Value::Array(t, items) => Value::array_summary(*t, items),
             Value::Bool(b) => (*b != 0).to_string(),
             Value::F32(v) => v.to_string(),
             Value::F64(v) => v.to_string(),
             other => other.as_u64().map(|v| v.to_string()).unwrap_or_else(|| format!("{other:?}")),
+        }
+    }
+
+    /// A per-layer array of numbers or flags (a gemma4 file's head counts, FFN widths,
+    /// sliding-window pattern) as its values, runs collapsed (`[6144 ×15, 12288 ×20]`), when
+    /// that fits a line; any other array as its length and element type.
+    fn array_summary(t: u32, items: &[Value]) -> String {
+        let opaque = || format!("[{} × type {t}]", items.len());
+        let scalar = |v: &Value| match v {
+            Value::Bool(_) | Value::F32(_) | Value::F64(_) => Some(v.summary()),
+            v => v.as_u64().map(|n| n.to_string()),
+        };
+        let Some(vals) = items.iter().map(scalar).collect::<Option<Vec<String>>>() else { return opaque() };
+        let mut runs: Vec<(String, usize)> = Vec::new();
+        for v in vals {
+            match runs.last_mut() {
+                Some((last, n)) if *last == v => *n += 1,
+                _ => runs.push((v, 1)),
+            }
+        }
+        let body: Vec<String> = runs.into_iter().map(|(v, n)| if n > 1 { format!("{v} ×{n}") } else { v }).collect();
+        let s = format!("[{}]", body.join(", "));
+        if items.is_empty() || s.chars().count() > 72 {
+            opaque()
+        } else {
+            s
         }
     }
 

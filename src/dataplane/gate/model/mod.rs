@@ -1,6 +1,8 @@
 //! A CPU forward pass over any knot of the llama family and its relatives ([`SUPPORTED`]:
 //! llama and mistral; qwen2 with q/k/v biases; qwen3 with q/k norms; gemma2 and gemma3 with
-//! their scaled embeddings, GeGLU, post-norms, soft-caps and sliding windows). KAIJU1 tensors
+//! their scaled embeddings, GeGLU, post-norms, soft-caps and sliding windows; dense gemma4 with
+//! per-layer head shapes, shared K/V layers, V norms, proportional RoPE, per-layer output
+//! scales and the small models' per-layer embeddings). KAIJU1 tensors
 //! are decoded by our codec, every other tensor by the knot I/O layer's dequantizers. Weights
 //! are decoded once into f32 when the model fits `dense_limit` bytes, otherwise row-chunk by
 //! row-chunk on every matmul (bounded memory).
@@ -13,8 +15,10 @@ mod ops;
 
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
 use crate::dataplane::linalg;
-pub use hparams::{Act, Config, Rope, SUPPORTED};
-use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rope_table, softcap, Attn};
+pub use hparams::{Act, Config, LayerShape, Rope, SUPPORTED};
+use ops::{
+    add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rms_norm_unweighted, rope_table, softcap, Attn,
+};
 use rayon::prelude::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +159,10 @@ impl Proj {
 pub struct Batch {
     pub x: Vec<f32>,
     pub len: usize,
+    /// Each token's per-layer inputs (T × n_layer × n_embd_per_layer; gemma4's small models).
+    per_layer: Option<Vec<f32>>,
+    /// The K and V (normed, turned) of the layers whose K/V later layers read, by layer.
+    kv: Vec<Option<(Vec<f32>, Vec<f32>)>>,
 }
 
 impl Batch {
@@ -165,8 +173,9 @@ impl Batch {
 
 struct Layer<'a> {
     attn_norm: Vec<f32>,
-    /// the seven matmuls, indexed by `Proj as usize`
-    w: [Weight<'a>; 7],
+    /// the seven matmuls, indexed by `Proj as usize`; K and V are absent where the layer reads
+    /// another's K/V, V alone where V is K (gemma4)
+    w: [Option<Weight<'a>>; 7],
     bq: Option<Vec<f32>>,
     bk: Option<Vec<f32>>,
     bv: Option<Vec<f32>>,
@@ -175,11 +184,32 @@ struct Layer<'a> {
     attn_post_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
     ffn_post_norm: Option<Vec<f32>>,
+    /// what the layer's output is multiplied by (gemma4's `layer_output_scale`)
+    out_scale: Option<f32>,
+    per_layer: Option<PerLayer<'a>>,
+    /// later layers read this layer's K/V: keep them in the batch
+    keep_kv: bool,
+}
+
+/// A layer's use of its per-layer embedding (gemma4's small models): x += post_norm(proj ·
+/// (gelu(inp_gate · x) ⊙ its per-layer input)).
+struct PerLayer<'a> {
+    inp_gate: Weight<'a>,
+    proj: Weight<'a>,
+    post_norm: Vec<f32>,
+}
+
+/// The per-layer embeddings' token table and projection from the embedding.
+struct PerLayerEmbd<'a> {
+    tok: Weight<'a>,
+    model_proj: Weight<'a>,
+    proj_norm: Vec<f32>,
 }
 
 pub struct Model<'a> {
     pub cfg: Config,
     tok_embd: Weight<'a>,
+    per_layer_embd: Option<PerLayerEmbd<'a>>,
     output: Option<Weight<'a>>,
     out_norm: Vec<f32>,
     /// RoPE frequency factors (`rope_freqs.weight`, llama-3's long-context RoPE).
@@ -196,8 +226,18 @@ impl<'a> Model<'a> {
         let path = g.path.display().to_string();
         let cfg = Config::from_gguf(g)?;
         let n_embd = cfg.n_embd;
-        let f32_bytes: u64 = g.tensors.iter().map(|t| t.n_elements() * 4).sum();
+        // the per-layer token table is only ever read a row at a time: never decoded whole
+        const PER_LAYER_TOK: &str = "per_layer_token_embd.weight";
+        let f32_bytes: u64 = g.tensors.iter().filter(|t| t.name != PER_LAYER_TOK).map(|t| t.n_elements() * 4).sum();
         let dense = f32_bytes <= dense_limit;
+        for t in &g.tensors {
+            let what = match t.name.rsplit_once('.').map_or("", |(h, _)| h).rsplit('.').next() {
+                Some("attn_qkv") => "fused q/k/v projections (attn_qkv)",
+                Some("ffn_gate_inp") => "mixture-of-experts layers (ffn_gate_inp)",
+                _ => continue,
+            };
+            return Err(ModelError::Unsupported { path, what: format!("tensor {}: {what} are not supported", t.name) });
+        }
         let tensor = |name: &str| {
             g.tensor(name).ok_or_else(|| ModelError::MissingTensor { path: path.clone(), name: name.to_string() })
         };
@@ -205,6 +245,17 @@ impl<'a> Model<'a> {
             let t = tensor(name)?;
             dequant::to_f32_vec(t.ty, g.data(t), t.ne0() as usize, t.n_elements() as usize)
                 .map_err(|e| ModelError::BadTensor { path: path.clone(), name: name.into(), msg: e.to_string() })
+        };
+        let sized = |v: Vec<f32>, n: usize, name: &str| -> Result<Vec<f32>, ModelError> {
+            if v.len() == n {
+                Ok(v)
+            } else {
+                Err(ModelError::BadTensor {
+                    path: path.clone(),
+                    name: name.into(),
+                    msg: format!("{} values, expected {n}", v.len()),
+                })
+            }
         };
         let opt_vec = |name: &str| {
             if g.tensor(name).is_some() {
@@ -227,26 +278,71 @@ impl<'a> Model<'a> {
         };
         let tok_embd = Weight::load(g, tensor("token_embd.weight")?, dense)?;
         let n_vocab = tok_embd.rows;
-        let kv = cfg.n_head_kv * cfg.head_dim;
-        let q = cfg.n_head * cfg.head_dim;
+        let npl = cfg.n_embd_per_layer;
+        let per_layer_embd = if npl > 0 {
+            let width = npl * cfg.n_layer;
+            let tok = Weight::load(g, tensor(PER_LAYER_TOK)?, false)?;
+            if tok.rows != n_vocab || tok.cols != width {
+                return Err(ModelError::BadTensor {
+                    path,
+                    name: PER_LAYER_TOK.into(),
+                    msg: format!("shape {}×{} (rows×cols), expected {n_vocab}×{width}", tok.rows, tok.cols),
+                });
+            }
+            Some(PerLayerEmbd {
+                tok,
+                model_proj: weight("per_layer_model_proj.weight", width, n_embd)?,
+                proj_norm: sized(vec("per_layer_proj_norm.weight")?, npl, "per_layer_proj_norm.weight")?,
+            })
+        } else {
+            None
+        };
         let mut layers = Vec::with_capacity(cfg.n_layer);
-        for l in 0..cfg.n_layer {
+        for (l, sh) in cfg.layers.iter().enumerate() {
             let n = |s: &str| format!("blk.{l}.{s}");
+            let (q, kv) = (sh.n_head * sh.head_dim, sh.n_head_kv * sh.head_dim);
             let shape = |p: Proj| match p {
                 Proj::Q => (q, n_embd),
                 Proj::K | Proj::V => (kv, n_embd),
                 Proj::O => (n_embd, q),
-                Proj::Gate | Proj::Up => (cfg.n_ff, n_embd),
-                Proj::Down => (n_embd, cfg.n_ff),
+                Proj::Gate | Proj::Up => (sh.n_ff, n_embd),
+                Proj::Down => (n_embd, sh.n_ff),
             };
-            let mut ws = Vec::with_capacity(7);
+            let own_kv = sh.kv_from == l;
+            let mut ws: [Option<Weight<'a>>; 7] = Default::default();
             for p in Proj::ALL {
                 let (r, c) = shape(p);
-                ws.push(weight(&p.tensor(l), r, c)?);
+                let name = p.tensor(l);
+                // a layer reading another's K/V has none; gemma4's V may be its K
+                let optional = match p {
+                    Proj::K => !own_kv,
+                    Proj::V => !own_kv || cfg.arch == "gemma4",
+                    _ => false,
+                };
+                if optional && g.tensor(&name).is_none() {
+                    continue;
+                }
+                ws[p as usize] = Some(weight(&name, r, c)?);
             }
+            if own_kv && ws[Proj::K as usize].is_none() {
+                return Err(ModelError::MissingTensor { path, name: Proj::K.tensor(l) });
+            }
+            let per_layer = if npl > 0 {
+                Some(PerLayer {
+                    inp_gate: weight(&n("inp_gate.weight"), npl, n_embd)?,
+                    proj: weight(&n("proj.weight"), n_embd, npl)?,
+                    post_norm: sized(vec(&n("post_norm.weight"))?, n_embd, &n("post_norm.weight"))?,
+                })
+            } else {
+                None
+            };
+            let out_scale = match opt_vec(&n("layer_output_scale.weight"))? {
+                None => None,
+                Some(v) => Some(sized(v, 1, &n("layer_output_scale.weight"))?[0]),
+            };
             layers.push(Layer {
                 attn_norm: vec(&n("attn_norm.weight"))?,
-                w: ws.try_into().unwrap_or_else(|_| unreachable!("seven weights")),
+                w: ws,
                 bq: opt_vec(&n("attn_q.bias"))?,
                 bk: opt_vec(&n("attn_k.bias"))?,
                 bv: opt_vec(&n("attn_v.bias"))?,
@@ -255,6 +351,9 @@ impl<'a> Model<'a> {
                 attn_post_norm: opt_vec(&n("post_attention_norm.weight"))?,
                 ffn_norm: vec(&n("ffn_norm.weight"))?,
                 ffn_post_norm: opt_vec(&n("post_ffw_norm.weight"))?,
+                out_scale,
+                per_layer,
+                keep_kv: cfg.layers.iter().enumerate().any(|(m, o)| m != l && o.kv_from == l),
             });
         }
         let output = match g.tensor("output.weight") {
@@ -264,26 +363,35 @@ impl<'a> Model<'a> {
         let out_norm = vec("output_norm.weight")?;
         let rope_freqs = opt_vec("rope_freqs.weight")?;
         if let Some(f) = &rope_freqs {
-            if f.len() != cfg.rope_dim / 2 {
+            if let Some(sh) = cfg.layers.iter().find(|sh| sh.rope_factors && f.len() != sh.rope_dim / 2) {
                 return Err(ModelError::BadTensor {
                     path,
                     name: "rope_freqs.weight".into(),
-                    msg: format!("{} factors, expected {} (rope_dim / 2)", f.len(), cfg.rope_dim / 2),
+                    msg: format!("{} factors, expected {} (rope_dim / 2)", f.len(), sh.rope_dim / 2),
                 });
             }
         }
-        for l in &layers {
+        for (li, (l, sh)) in layers.iter().zip(&cfg.layers).enumerate() {
             for (name, n) in [("attn_q_norm", &l.q_norm), ("attn_k_norm", &l.k_norm)] {
-                if n.as_ref().is_some_and(|v| v.len() != cfg.head_dim) {
+                if n.as_ref().is_some_and(|v| v.len() != sh.head_dim) {
                     return Err(ModelError::BadTensor {
                         path,
-                        name: name.into(),
-                        msg: format!("expected {} weights (the head width)", cfg.head_dim),
+                        name: format!("blk.{li}.{name}.weight"),
+                        msg: format!("expected {} weights (the head width)", sh.head_dim),
                     });
                 }
             }
         }
-        Ok(Model { cfg: Config { n_vocab, ..cfg }, tok_embd, output, out_norm, rope_freqs, layers, dense })
+        Ok(Model {
+            cfg: Config { n_vocab, ..cfg },
+            tok_embd,
+            per_layer_embd,
+            output,
+            out_norm,
+            rope_freqs,
+            layers,
+            dense,
+        })
     }
 
     /// Logits for every position of `tokens` (T × n_vocab), or only the last when `last_only`.
@@ -311,12 +419,14 @@ impl<'a> Model<'a> {
         }
         let mut b = self.embed(&[tokens])?;
         for li in 0..self.layers.len() {
-            let own = |p: Proj| self.weight(li, p);
+            let own = |p: Proj| self.weight(li, p).expect("a stage asks for the weights its layer has");
             let h = self.layer_attn_in(li, &b);
             for p in [Proj::Q, Proj::K, Proj::V] {
-                obs(&p.tensor(li), &h);
+                if self.weight(li, p).is_some() {
+                    obs(&p.tensor(li), &h);
+                }
             }
-            let att = self.layer_attention(li, &h, b.len, &own);
+            let att = self.layer_attention(li, &h, &mut b, &own);
             obs(&Proj::O.tensor(li), &att);
             let h = self.layer_attn_out(li, &mut b, &att, &own);
             for p in [Proj::Gate, Proj::Up] {
@@ -344,9 +454,10 @@ impl<'a> Model<'a> {
         self.layers.len()
     }
 
-    /// Layer `li`'s matmul weight `p`, as the file holds it.
-    pub fn weight(&self, li: usize, p: Proj) -> &Weight<'a> {
-        &self.layers[li].w[p as usize]
+    /// Layer `li`'s matmul weight `p`, as the file holds it; `None` for a K or V the layer
+    /// does not have (it reads an earlier layer's K/V, or its V is its K: gemma4).
+    pub fn weight(&self, li: usize, p: Proj) -> Option<&Weight<'a>> {
+        self.layers[li].w[p as usize].as_ref()
     }
 
     /// The (scaled) token embeddings of sequences of one length.
@@ -366,7 +477,24 @@ impl<'a> Model<'a> {
         if c.embd_scale != 1.0 {
             x.iter_mut().for_each(|v| *v *= c.embd_scale);
         }
-        Ok(Batch { x, len })
+        let per_layer = self.per_layer_embd.as_ref().map(|pe| {
+            // (proj_norm(model_proj · x / √n_embd) + √npl · its row of the token table) / √2
+            let (npl, width) = (c.n_embd_per_layer, c.n_embd_per_layer * c.n_layer);
+            let mut p = vec![0f32; x.len() / c.n_embd * width];
+            pe.model_proj.matmul(&x, &mut p);
+            let proj_scale = 1.0 / (c.n_embd as f32).sqrt();
+            p.iter_mut().for_each(|v| *v *= proj_scale);
+            rms_norm_in_place(&mut p, &pe.proj_norm, c.eps);
+            let tok_scale = (npl as f32).sqrt();
+            let half = std::f32::consts::FRAC_1_SQRT_2;
+            for (&tok, row) in seqs.iter().flat_map(|s| s.iter()).zip(p.chunks_mut(width)) {
+                for (a, t) in row.iter_mut().zip(pe.tok.row(tok as usize)) {
+                    *a = (*a + t * tok_scale) * half;
+                }
+            }
+            p
+        });
+        Ok(Batch { x, len, per_layer, kv: vec![None; c.n_layer] })
     }
 
     /// Stage 1 of layer `li`: the attention's input (the normed hidden states), what q/k/v read.
@@ -376,47 +504,77 @@ impl<'a> Model<'a> {
         h
     }
 
-    /// Stage 2: q/k/v by `w`'s weights, then attention within each sequence of `len` tokens:
-    /// the attention output's input (T × n_head·head_dim).
-    pub fn layer_attention<'w>(&self, li: usize, h: &[f32], len: usize, w: &dyn Fn(Proj) -> &'w Weight<'w>) -> Vec<f32>
+    /// Stage 2: q/k/v by `w`'s weights, then attention within each sequence of `b.len` tokens:
+    /// the attention output's input (T × n_head·head_dim). A layer that reads an earlier
+    /// layer's K/V takes them from the batch, where that layer left them.
+    pub fn layer_attention<'w>(
+        &self,
+        li: usize,
+        h: &[f32],
+        b: &mut Batch,
+        w: &dyn Fn(Proj) -> &'w Weight<'w>,
+    ) -> Vec<f32>
     where
         'a: 'w,
     {
-        let (c, layer) = (&self.cfg, &self.layers[li]);
-        let t_n = h.len() / c.n_embd;
-        let hd = c.head_dim;
-        let (nq, nkv) = (c.n_head * hd, c.n_head_kv * hd);
+        let (c, layer, sh) = (&self.cfg, &self.layers[li], &self.cfg.layers[li]);
+        let (t_n, len) = (h.len() / c.n_embd, b.len);
+        let hd = sh.head_dim;
+        let (nq, nkv) = (sh.n_head * hd, sh.n_head_kv * hd);
+        let ff = self.rope_freqs.as_deref().filter(|_| sh.rope_factors);
+        let tab = rope_table(len, sh.rope_dim, if sh.swa { c.rope_swa } else { c.rope }, ff);
+        let turn = |x: &mut [f32], heads: usize| {
+            for s in x.chunks_mut(len * heads * hd) {
+                apply_rope(s, heads, hd, sh.rope_dim, &tab, c.rope_neox);
+            }
+        };
         let mut q = vec![0f32; t_n * nq];
-        let mut k = vec![0f32; t_n * nkv];
-        let mut v = vec![0f32; t_n * nkv];
         w(Proj::Q).matmul(h, &mut q);
-        w(Proj::K).matmul(h, &mut k);
-        w(Proj::V).matmul(h, &mut v);
         add_bias(&mut q, layer.bq.as_deref());
-        add_bias(&mut k, layer.bk.as_deref());
-        add_bias(&mut v, layer.bv.as_deref());
         if let Some(wn) = &layer.q_norm {
             rms_norm_in_place(&mut q, wn, c.eps);
         }
-        if let Some(wn) = &layer.k_norm {
-            rms_norm_in_place(&mut k, wn, c.eps);
-        }
-        let swa = c.swa_layers[li];
-        let ff = self.rope_freqs.as_deref();
-        let tab = rope_table(len, c.rope_dim, if swa { c.rope_swa } else { c.rope }, ff);
+        turn(&mut q, sh.n_head);
+        let own_kv;
+        let (k, v): (&[f32], &[f32]) = if sh.kv_from == li {
+            let mut k = vec![0f32; t_n * nkv];
+            w(Proj::K).matmul(h, &mut k);
+            let mut v = if layer.w[Proj::V as usize].is_some() {
+                let mut v = vec![0f32; t_n * nkv];
+                w(Proj::V).matmul(h, &mut v);
+                v
+            } else {
+                k.clone()
+            };
+            add_bias(&mut k, layer.bk.as_deref());
+            add_bias(&mut v, layer.bv.as_deref());
+            if let Some(wn) = &layer.k_norm {
+                rms_norm_in_place(&mut k, wn, c.eps);
+            }
+            if c.v_norm {
+                rms_norm_unweighted(&mut v, hd, c.eps);
+            }
+            turn(&mut k, sh.n_head_kv);
+            if layer.keep_kv {
+                b.kv[li] = Some((k.clone(), v.clone()));
+            }
+            own_kv = (k, v);
+            (&own_kv.0, &own_kv.1)
+        } else {
+            let (k, v) = b.kv[sh.kv_from].as_ref().expect("an earlier layer left the K/V this layer reads");
+            (k, v)
+        };
         let how = Attn {
-            n_head: c.n_head,
-            n_kv: c.n_head_kv,
+            n_head: sh.n_head,
+            n_kv: sh.n_head_kv,
             hd,
             scale: c.attn_scale,
             softcap: c.attn_softcap,
-            window: if swa { c.window } else { None },
+            window: if sh.swa { c.window } else { None },
         };
         let mut att = vec![0f32; t_n * nq];
         for s in 0..t_n / len.max(1) {
             let (qs, ks) = (s * len * nq..(s + 1) * len * nq, s * len * nkv..(s + 1) * len * nkv);
-            apply_rope(&mut q[qs.clone()], c.n_head, hd, c.rope_dim, &tab, c.rope_neox);
-            apply_rope(&mut k[ks.clone()], c.n_head_kv, hd, c.rope_dim, &tab, c.rope_neox);
             attention(&q[qs.clone()], &k[ks.clone()], &v[ks], &how, &mut att[qs]);
         }
         att
@@ -445,26 +603,40 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
-        let _ = li;
         let c = &self.cfg;
-        let t_n = h.len() / c.n_embd;
-        let mut g = vec![0f32; t_n * c.n_ff];
-        let mut u = vec![0f32; t_n * c.n_ff];
+        let (t_n, n_ff) = (h.len() / c.n_embd, c.layers[li].n_ff);
+        let mut g = vec![0f32; t_n * n_ff];
+        let mut u = vec![0f32; t_n * n_ff];
         w(Proj::Gate).matmul(h, &mut g);
         w(Proj::Up).matmul(h, &mut u);
         match c.act {
             Act::Silu => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
-            Act::GeluTanh => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_tanh(*a) * b),
+            Act::GeluTanh => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_ggml(*a) * b),
         }
         g
     }
 
-    /// Stage 5: ffn_down by `w`'s weight added to the hidden states: the next layer's input.
+    /// Stage 5: ffn_down by `w`'s weight added to the hidden states, then the layer's
+    /// per-layer embedding and output scale where it has them: the next layer's input.
     pub fn layer_ffn_out<'w>(&self, li: usize, b: &mut Batch, g: &[f32], w: &dyn Fn(Proj) -> &'w Weight<'w>)
     where
         'a: 'w,
     {
-        self.add_residual(b, w(Proj::Down), g, self.layers[li].ffn_post_norm.as_deref());
+        let layer = &self.layers[li];
+        self.add_residual(b, w(Proj::Down), g, layer.ffn_post_norm.as_deref());
+        if let (Some(pl), Some(inputs)) = (&layer.per_layer, &b.per_layer) {
+            let (npl, width) = (self.cfg.n_embd_per_layer, self.cfg.n_embd_per_layer * self.cfg.n_layer);
+            let mut gate = vec![0f32; b.x.len() / self.cfg.n_embd * npl];
+            pl.inp_gate.matmul(&b.x, &mut gate);
+            for (row, inp) in gate.chunks_mut(npl).zip(inputs.chunks(width)) {
+                let own = &inp[li * npl..(li + 1) * npl];
+                row.iter_mut().zip(own).for_each(|(a, e)| *a = ops::gelu_ggml(*a) * e);
+            }
+            self.add_residual(b, &pl.proj, &gate, Some(&pl.post_norm));
+        }
+        if let Some(s) = layer.out_scale {
+            b.x.iter_mut().for_each(|v| *v *= s);
+        }
     }
 
     /// `input` through `weight`, normed by `post_norm` where the architecture has one (gemma),

@@ -26,12 +26,21 @@ pub(super) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 /// [`rms_norm`] in place, over every `w.len()`-wide piece of `x`: a token's row (gemma's post
 /// norms) or one head of it (qwen3's and gemma3's q/k norms, `w` one head wide).
 pub(super) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
-    let d = w.len();
+    norm_pieces(x, w.len(), eps, Some(w));
+}
+
+/// [`rms_norm_in_place`] without weights, over every `d`-wide piece (gemma4's norm on V heads).
+pub(super) fn rms_norm_unweighted(x: &mut [f32], d: usize, eps: f32) {
+    norm_pieces(x, d, eps, None);
+}
+
+fn norm_pieces(x: &mut [f32], d: usize, eps: f32, w: Option<&[f32]>) {
     for hv in x.chunks_mut(d) {
         let ms = hv.iter().map(|v| v * v).sum::<f32>() / d as f32;
         let s = 1.0 / (ms + eps).sqrt();
-        for i in 0..d {
-            hv[i] = hv[i] * s * w[i];
+        match w {
+            Some(w) => hv.iter_mut().zip(w).for_each(|(v, w)| *v = *v * s * w),
+            None => hv.iter_mut().for_each(|v| *v *= s),
         }
     }
 }
@@ -76,9 +85,25 @@ pub(super) fn softcap(x: &mut [f32], cap: f32) {
 }
 
 /// GELU, tanh approximation (what gemma's `gelu_pytorch_tanh` and ggml's GELU compute).
-pub(super) fn gelu_tanh(x: f32) -> f32 {
+fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh())
+}
+
+/// GELU as ggml's CPU backend computes it, in its GeGLU (gemma's FFNs) and its standalone GELU
+/// (gemma4's per-layer embedding gate) alike: the input rounded to f16 and looked up in a table
+/// of f16 results of [`gelu_tanh`], |x| ≥ 10 passed through or zeroed. Matching it took the
+/// tiny gemma models' max |Δlogit| against llama.cpp from 4-38 × 10⁻⁴ of the logit range to
+/// 0.7-2.4 × 10⁻⁴ (docs/BENCHMARKS.md); the f16 rounding is far below what a knot changes.
+pub(super) fn gelu_ggml(x: f32) -> f32 {
+    use half::f16;
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        f16::from_f32(gelu_tanh(f16::from_f32(x).to_f32())).to_f32()
+    }
 }
 
 /// How a layer attends.
