@@ -105,10 +105,14 @@ pub struct RawLocal {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct GateConfig {
-    /// Thresholds; each one set and missed fails the gate (unset ones are reported only).
+    /// Thresholds; each one set and missed fails the gate. By default the campaign's
+    /// [`DAMAGE_LIMITS`]; `"off"` in the file: reported, not enforced.
+    #[serde(deserialize_with = "limit")]
     pub kld_max: Option<f64>,
     /// percent of scored tokens whose argmax is the f16's
+    #[serde(deserialize_with = "limit")]
     pub top1_min: Option<f64>,
+    #[serde(deserialize_with = "limit")]
     pub ppl_ratio_max: Option<f64>,
     /// A case the knot fails by taking the f16's runner-up, where the f16 chose the expected
     /// token by less than this many logits, is inconclusive (a coin toss), and the verdict
@@ -117,17 +121,44 @@ pub struct GateConfig {
     /// context of each chunk, and how many chunks of the text an encode build scores
     pub ctx: usize,
     pub chunks: usize,
-    /// the text local encode builds score (default: `[local] calib_text`); cloud builds use
-    /// the image's /calib/ppl.txt
+    /// the text local encode builds score (default: `[local] calib_text`, else the one the
+    /// repository ships, [`SHIPPED_GATE_TEXT`](crate::dataplane::gate::SHIPPED_GATE_TEXT));
+    /// cloud builds use the image's /calib/ppl.txt
     pub text: Option<PathBuf>,
 }
 
+/// A `[gate]` threshold: a number, or `"off"` (reported, not enforced).
+fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Limit {
+        Number(f64),
+        Word(String),
+    }
+    match Limit::deserialize(d)? {
+        Limit::Number(v) => Ok(Some(v)),
+        Limit::Word(w) if w == "off" => Ok(None),
+        Limit::Word(w) => {
+            Err(serde::de::Error::custom(format!("{w:?}: expected a number, or \"off\" (reported, not enforced)")))
+        }
+    }
+}
+
+/// The campaign's damage limits (kld_max, top1_min %, ppl_ratio_max): what `[gate]` enforces
+/// unless the config says otherwise. Not a quality target: the knots the queue's budgets make
+/// pass them with room over the Apache-2.0 text (SmolLM2 2.6 bpw with feedback KLD 0.53, top-1
+/// 62%, PPL ×1.55; Qwen2.5-Coder-0.5B 3.3 bpw 0.16, 83%, ×1.24, at 2.7 bpw 0.50, 72%, ×2.03),
+/// while a 0.5B model squeezed to 2.25 bpw (Qwen q = 4: ×3.61 with feedback, KLD 1.47 without)
+/// and a broken knot (one tensor zeroed: KLD above 5) do not. README, "The gate".
+pub const DAMAGE_LIMITS: (f64, f64, f64) = (1.0, 50.0, 2.2);
+
 impl Default for GateConfig {
     fn default() -> Self {
+        let (kld, top1, ppl) = DAMAGE_LIMITS;
         GateConfig {
-            kld_max: None,
-            top1_min: None,
-            ppl_ratio_max: None,
+            kld_max: Some(kld),
+            top1_min: Some(top1),
+            ppl_ratio_max: Some(ppl),
             argmax_min_margin: None,
             ctx: 512,
             chunks: 16,
@@ -680,8 +711,19 @@ mod tests {
             raw.resolve(&CliOverrides::default(), None).map(|c| c.gate).map_err(|e| e.to_string())
         };
         let g = resolve("[gate]\nkld_max = 0.3\ntop1_min = 70\nchunks = 4\n").unwrap();
-        assert_eq!((g.kld_max, g.top1_min, g.ppl_ratio_max, g.ctx, g.chunks), (Some(0.3), Some(70.0), None, 512, 4));
+        // a key not given keeps its default: the campaign's damage limit
+        assert_eq!(
+            (g.kld_max, g.top1_min, g.ppl_ratio_max, g.ctx, g.chunks),
+            (Some(0.3), Some(70.0), Some(2.2), 512, 4)
+        );
         assert_eq!(resolve("").unwrap(), GateConfig::default());
+        let d = GateConfig::default();
+        assert_eq!((d.kld_max, d.top1_min, d.ppl_ratio_max), (Some(1.0), Some(50.0), Some(2.2)));
+        // "off": reported, not enforced; any other word is refused by key
+        let g = resolve("[gate]\nkld_max = \"off\"\ntop1_min = 60\n").unwrap();
+        assert_eq!((g.kld_max, g.top1_min, g.ppl_ratio_max), (None, Some(60.0), Some(2.2)));
+        let e = RawConfig::parse(Path::new("c.toml"), "[gate]\nkld_max = \"none\"\n").unwrap_err().to_string();
+        assert!(e.contains("kld_max") && e.contains("expected a number, or \"off\""), "{e}");
         assert!(resolve("[gate]\ntop1_min = 0.7e3\n").unwrap_err().contains("gate.top1_min = 700"));
         assert!(resolve("[gate]\nkld_max = 0.0\n").unwrap_err().contains("gate.kld_max = 0"));
         assert!(resolve("[gate]\nctx = 2\n").unwrap_err().contains("gate.ctx = 2"));
@@ -691,7 +733,8 @@ mod tests {
         let g = resolve("[gate]\nargmax_min_margin = 1.5\ntop1_min = 70\n").unwrap();
         assert_eq!((g.argmax_min_margin, g.flag_margin()), (Some(1.5), 1.5));
         assert_eq!(GateConfig::default().flag_margin(), crate::dataplane::gate::qspec::LOW_MARGIN);
-        let e = resolve("[gate]\nargmax_min_margin = 1.5\n").unwrap_err();
+        let off = "kld_max = \"off\"\ntop1_min = \"off\"\nppl_ratio_max = \"off\"\n";
+        let e = resolve(&format!("[gate]\nargmax_min_margin = 1.5\n{off}")).unwrap_err();
         assert!(e.contains("gate.argmax_min_margin = 1.5: needs at least one of gate.kld_max"), "{e}");
         let e = resolve("[gate]\nargmax_min_margin = -1\nkld_max = 0.3\n").unwrap_err();
         assert!(e.contains("gate.argmax_min_margin = -1: expected a finite logit difference above 0"), "{e}");

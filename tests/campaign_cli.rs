@@ -297,6 +297,12 @@ fn two_encode_slots_run_two_encodes_at_once() {
     wait_for_builds(&root);
     for id in ids {
         assert!(root.join(format!("r2/models/{id}-kaiju1.knot")).exists(), "{id} shipped");
+        // no gate text configured: the build scored the repository's and enforced the
+        // campaign's damage limits (the library's defaults)
+        let log = std::fs::read_to_string(root.join(format!("r2/models/{id}-kaiju1.gate.log"))).unwrap();
+        for t in ["(kld_max 1)", "(top1_min 50%)", "(ppl_ratio_max 2.2)", "gate-text.txt", "result: PASS"] {
+            assert!(log.contains(t), "{id}: {t}: {log}");
+        }
     }
     assert_eq!(tick().status.code(), Some(11), "all done");
 }

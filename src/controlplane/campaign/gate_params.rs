@@ -17,7 +17,8 @@ pub enum ParamsError {
 /// The gate tokens have no default: they come from the model's qspec (none ships for
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
-/// 16 chunks, no thresholds). Error feedback is on: `_CALIB_TEXT` names the image's
+/// 16 chunks, the damage limits kld_max 1, top1_min 50, ppl_ratio_max 2.2). Error feedback is
+/// on: `_CALIB_TEXT` names the image's
 /// calibration text (`[feedback] enabled = false` empties it).
 pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_MODEL_ID", "qwen2.5-7b"),
@@ -41,9 +42,9 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_GATE_CASES", ""),
     ("_GATE_CTX", "512"),
     ("_GATE_CHUNKS", "16"),
-    ("_KLD_MAX", ""),
-    ("_TOP1_MIN", ""),
-    ("_PPL_RATIO_MAX", ""),
+    ("_KLD_MAX", "1"),
+    ("_TOP1_MIN", "50"),
+    ("_PPL_RATIO_MAX", "2.2"),
     ("_ARGMAX_MIN_MARGIN", ""),
     ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),

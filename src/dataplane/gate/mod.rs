@@ -55,6 +55,12 @@ pub enum GateError {
 /// The default context of the distributional gate (llama.cpp's usual `-c 512`).
 pub const DEFAULT_CTX: usize = 512;
 
+/// The text the repository ships for the distributional gate: the Apache-2.0 licence (not part
+/// of the shipped calibration text, `encode::feedback::SHIPPED_TEXT`). Local builds score it
+/// when no text is configured, and the demo seeds it, so the campaign's damage limits are
+/// enforced offline too.
+pub const SHIPPED_GATE_TEXT: &str = include_str!("../../../LICENSE");
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Perplexity {
     pub ctx: usize,

@@ -284,16 +284,20 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         ppl_ratio_max: num("_PPL_RATIO_MAX")?,
     };
     thresholds.validate("").map_err(|e| format!("substitution {e}"))?;
-    let text = cx.stores.gate_text.clone().or(cx.stores.calib_text.clone());
-    if text.is_none() {
-        if thresholds.any() {
-            return Err(
-                "distributional thresholds are set but no text is configured ([gate] text or [local] calib_text)"
-                    .into(),
-            );
+    // the configured text, else the one the repository ships (as the cloud image has its own)
+    let text = match cx.stores.gate_text.clone().or(cx.stores.calib_text.clone()) {
+        Some(t) => t,
+        None => {
+            let t = cx.ws.join("gate-text.txt");
+            crate::fsutil::write_atomic(&t, crate::dataplane::gate::SHIPPED_GATE_TEXT.as_bytes())
+                .map_err(|e| format!("{}: {e}", t.display()))?;
+            cx.line(&format!(
+                "gate: no text configured ([gate] text or [local] calib_text): scoring the repository's ({})",
+                t.display()
+            ));
+            t
         }
-        cx.line("gate: no text configured ([gate] text or [local] calib_text): the distributional check is skipped");
-    }
+    };
     let extra_cases =
         crate::dataplane::gate::qspec::GateCase::parse_subst(subs.get("_GATE_CASES").map(String::as_str).unwrap_or(""))
             .map_err(|e| format!("_GATE_CASES: {e}"))?;
@@ -304,8 +308,8 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         ppl_text,
         ppl_max,
         ppl_chunks: 8,
-        reference: text.as_ref().map(|_| cx.ws.join("f16.gguf")),
-        text,
+        reference: Some(cx.ws.join("f16.gguf")),
+        text: Some(text),
         ctx: num("_GATE_CTX")?.map(|v| v as usize).unwrap_or(0),
         chunks: num("_GATE_CHUNKS")?.map(|v| v as usize).unwrap_or(0),
         thresholds,
