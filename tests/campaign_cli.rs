@@ -291,6 +291,20 @@ fn two_encode_slots_run_two_encodes_at_once() {
         })
         .count();
     assert_eq!(ongoing, 2, "both encodes in flight");
+    // each runner leads a process group of its own: quitting or interrupting the control room
+    // (a signal to its terminal's foreground group) leaves the builds running
+    let mut checked = 0;
+    for e in std::fs::read_dir(root.join("builds")).unwrap().flatten() {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(e.path().join("status.json")).unwrap()).unwrap();
+        let Some(pid) = s["pid"].as_u64() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // pid (comm) state ppid pgrp …: the fields after the command's closing parenthesis
+        let pgrp: u64 = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert_eq!(pgrp, pid, "runner {pid} in its own process group");
+        checked += 1;
+    }
+    assert!(checked >= 1, "no running runner to check");
     // a third tick has nothing to start: both models have their build in flight
     let c = tick();
     assert!(stdout(&c).starts_with("nothing: build in flight"), "{c:?}");

@@ -5,6 +5,7 @@ use super::build_dir::{read_status, write_status, LocalStores, LOG_FILE, SPEC_FI
 use crate::controlplane::backend::builds::{
     chrono_like, now, BuildError, BuildInfo, BuildService, BuildSpec, BuildStatus, LogChunk,
 };
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 /// How local builds run.
@@ -70,12 +71,15 @@ impl BuildService for LocalBuilds {
                     .open(dir.join(LOG_FILE))
                     .map_err(|e| self.err(e.to_string()))?;
                 let log2 = log.try_clone().map_err(|e| self.err(e.to_string()))?;
+                // in a process group of its own: a signal meant for the control room (Ctrl-C in
+                // the terminal, SIGHUP when the terminal goes) does not kill the build with it
                 let child = std::process::Command::new(exe)
                     .arg("run-build")
                     .arg(&dir)
                     .stdin(std::process::Stdio::null())
                     .stdout(log)
                     .stderr(log2)
+                    .process_group(0)
                     .spawn()
                     .map_err(|e| self.err(format!("cannot start {}: {e}", exe.display())))?;
                 let mut i = info.clone();
