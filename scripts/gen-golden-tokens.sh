@@ -13,7 +13,9 @@ qwen=$(bash scripts/fetch-qwen05.sh .cache/models | tail -1)
 out=tests/golden/tokens
 for m in "smollm2:$smol" "qwen05:$qwen"; do
   name=${m%%:*} model=${m#*:}
-  ids() { "$bin/llama-tokenize" -m "$model" -f "$1" --ids --no-bos --log-disable 2>/dev/null | tr -d '[] '; }
+  # --no-escape: llama-tokenize would otherwise turn backslash sequences into the characters they
+  # name; --no-parse-special: text that looks like a special token is text (as the gate reads it)
+  ids() { "$bin/llama-tokenize" -m "$model" -f "$1" --ids --no-bos --no-escape --no-parse-special --log-disable 2>/dev/null | tr -d '[] '; }
   ids LICENSE | tr ',' '\n' | awk 'NR <= 512' | paste -sd, > "$out/$name.LICENSE.ids"
   ids "$out/edge.txt" > "$out/$name.edge.ids"
   ids "$out/runs.txt" > "$out/$name.runs.ids"
