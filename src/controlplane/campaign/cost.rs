@@ -320,19 +320,7 @@ mod tests {
     use super::*;
 
     fn e(id: &str, p: f64, tag: Tag) -> Entry {
-        Entry {
-            id: id.into(),
-            params_b: p,
-            effective_b: None,
-            family: "llama".into(),
-            hf_source: None,
-            modulus: None,
-            mix: None,
-            bpw: None,
-            tag,
-            comment: None,
-            line: 1,
-        }
+        Entry::test(id, p, tag)
     }
 
     /// gemma4's E models: the encode, gate and feedback hours follow the weights each token is

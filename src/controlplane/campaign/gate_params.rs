@@ -181,17 +181,9 @@ mod tests {
 
     fn entry(id: &str) -> Entry {
         Entry {
-            id: id.into(),
-            params_b: 7.6,
-            effective_b: None,
             family: "qwen2".into(),
             hf_source: Some("Qwen/Qwen2.5-7B-Instruct".into()),
-            modulus: None,
-            mix: None,
-            bpw: None,
-            tag: Tag::ReadyNow,
-            comment: None,
-            line: 1,
+            ..Entry::test(id, 7.6, Tag::ReadyNow)
         }
     }
 

@@ -71,6 +71,25 @@ impl Entry {
     pub fn work_b(&self) -> f64 {
         self.effective_b.unwrap_or(self.params_b)
     }
+
+    /// A llama entry of `params_b` billion parameters in state `tag`, nothing else set: what
+    /// the unit tests build on (`Entry { hf_source: …, ..Entry::test(…) }`).
+    #[cfg(test)]
+    pub fn test(id: &str, params_b: f64, tag: Tag) -> Entry {
+        Entry {
+            id: id.into(),
+            params_b,
+            effective_b: None,
+            family: "llama".into(),
+            hf_source: None,
+            modulus: None,
+            mix: None,
+            bpw: None,
+            tag,
+            comment: None,
+            line: 1,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

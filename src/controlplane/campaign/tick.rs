@@ -403,17 +403,9 @@ mod tests {
 
     fn entry(id: &str, tag: Tag, hf: bool) -> Entry {
         Entry {
-            id: id.into(),
-            params_b: 1.0,
-            effective_b: None,
-            family: "llama".into(),
             hf_source: hf.then(|| format!("org/{id}")),
-            modulus: None,
-            mix: None,
-            bpw: None,
-            tag,
             comment: Some("because".into()),
-            line: 1,
+            ..Entry::test(id, 1.0, tag)
         }
     }
 

@@ -197,19 +197,7 @@ mod tests {
     use crate::controlplane::campaign::queue::{Entry, Tag};
 
     fn entry(id: &str, p: f64, tag: Tag) -> Entry {
-        Entry {
-            id: id.into(),
-            params_b: p,
-            effective_b: None,
-            family: "llama".into(),
-            hf_source: Some("o/m".into()),
-            modulus: None,
-            mix: None,
-            bpw: None,
-            tag,
-            comment: None,
-            line: 1,
-        }
+        Entry { hf_source: Some("o/m".into()), ..Entry::test(id, p, tag) }
     }
 
     fn plan(slots: usize) -> Plan {
