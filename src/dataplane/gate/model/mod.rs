@@ -535,8 +535,8 @@ impl<'a> Model<'a> {
             rms_norm_in_place(&mut q, wn, c.eps);
         }
         turn(&mut q, sh.n_head);
-        let own_kv;
-        let (k, v): (&[f32], &[f32]) = if sh.kv_from == li {
+        let fresh;
+        let kv: &(Vec<f32>, Vec<f32>) = if sh.kv_from == li {
             let mut k = vec![0f32; t_n * nkv];
             w(Proj::K).matmul(h, &mut k);
             let mut v = if layer.w[Proj::V as usize].is_some() {
@@ -556,14 +556,16 @@ impl<'a> Model<'a> {
             }
             turn(&mut k, sh.n_head_kv);
             if layer.keep_kv {
-                b.kv[li] = Some((k.clone(), v.clone()));
+                // later layers read them: they live in the batch (not a copy of them)
+                b.kv[li].insert((k, v))
+            } else {
+                fresh = (k, v);
+                &fresh
             }
-            own_kv = (k, v);
-            (&own_kv.0, &own_kv.1)
         } else {
-            let (k, v) = b.kv[sh.kv_from].as_ref().expect("an earlier layer left the K/V this layer reads");
-            (k, v)
+            b.kv[sh.kv_from].as_ref().expect("an earlier layer left the K/V this layer reads")
         };
+        let (k, v) = (&kv.0, &kv.1);
         let how = Attn {
             n_head: sh.n_head,
             n_kv: sh.n_head_kv,
