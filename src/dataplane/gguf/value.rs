@@ -71,6 +71,14 @@ impl Value {
         }
     }
 
+    /// A bool value (its raw byte nonzero); None for any other type.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(b) => Some(b != 0),
+            _ => None,
+        }
+    }
+
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
             Value::F32(v) => Some(v as f64),

@@ -187,13 +187,8 @@ impl Config {
             None => vec![false; n_layer],
             Some(_) => match g.get(&pattern_key) {
                 Some(Value::Array(_, flags)) => {
-                    let f: Option<Vec<bool>> = flags
-                        .iter()
-                        .map(|v| match v {
-                            Value::Bool(b) => Some(*b != 0),
-                            v => v.as_u64().map(|n| n != 0),
-                        })
-                        .collect();
+                    let f: Option<Vec<bool>> =
+                        flags.iter().map(|v| v.as_bool().or_else(|| v.as_u64().map(|n| n != 0))).collect();
                     match f {
                         Some(f) if f.len() == n_layer => f,
                         _ => {

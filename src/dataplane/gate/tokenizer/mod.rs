@@ -211,10 +211,7 @@ impl Tokenizer {
             .map(|(i, _)| Special { text: tokens[i].clone(), id: i as u32, rstrip: phi3 })
             .collect();
         specials.sort_by_key(|s| std::cmp::Reverse(s.text.len()));
-        let flag = |k: &str| match g.get(k) {
-            Some(Value::Bool(b)) => Some(*b != 0),
-            _ => None,
-        };
+        let flag = |k: &str| g.get(k).and_then(Value::as_bool);
         let add_bos = flag("tokenizer.ggml.add_bos_token").unwrap_or(kind == Kind::Spm) || model == "gemma4";
         let bos = g.get_u64("tokenizer.ggml.bos_token_id").map(|v| v as u32);
         let ignore_merges = matches!(pre, PreTokenizer::Qwen2 { max_digits: 3 });
