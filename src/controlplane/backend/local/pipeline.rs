@@ -220,16 +220,12 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
             .filter(|&c| c > 0)
             .ok_or_else(|| format!("_CALIB_CHUNKS={c}: expected a whole number of chunks, at least 1"))?,
     };
-    // the configured text, else the one the repository ships, written into the workspace
-    let text = match cx.stores.feedback_text.clone() {
-        Some(t) => t,
-        None => {
-            let t = cx.ws.join("feedback-calib.txt");
-            crate::fsutil::write_atomic(&t, crate::dataplane::encode::feedback::SHIPPED_TEXT.as_bytes())
-                .map_err(|e| format!("{}: {e}", t.display()))?;
-            t
-        }
-    };
+    let text = configured_or_shipped(
+        cx,
+        cx.stores.feedback_text.clone(),
+        "feedback-calib.txt",
+        crate::dataplane::encode::feedback::SHIPPED_TEXT,
+    )?;
     if let Some(gate) = &cx.stores.gate_text {
         if same_text(&text, gate) {
             return Err(format!(
@@ -247,6 +243,16 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         inputs: Inputs::F16,
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
     }))
+}
+
+/// The configured text, else the one the repository ships, written into the workspace as `file`.
+fn configured_or_shipped(cx: &Ctx, configured: Option<PathBuf>, file: &str, shipped: &str) -> Result<PathBuf, String> {
+    if let Some(t) = configured {
+        return Ok(t);
+    }
+    let t = cx.ws.join(file);
+    crate::fsutil::write_atomic(&t, shipped.as_bytes()).map_err(|e| format!("{}: {e}", t.display()))?;
+    Ok(t)
 }
 
 /// Whether two paths hold the same text: the same file, or the same bytes.
@@ -284,20 +290,16 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         ppl_ratio_max: num("_PPL_RATIO_MAX")?,
     };
     thresholds.validate("").map_err(|e| format!("substitution {e}"))?;
-    // the configured text, else the one the repository ships (as the cloud image has its own)
-    let text = match cx.stores.gate_text.clone().or(cx.stores.calib_text.clone()) {
-        Some(t) => t,
-        None => {
-            let t = cx.ws.join("gate-text.txt");
-            crate::fsutil::write_atomic(&t, crate::dataplane::gate::SHIPPED_GATE_TEXT.as_bytes())
-                .map_err(|e| format!("{}: {e}", t.display()))?;
-            cx.line(&format!(
-                "gate: no text configured ([gate] text or [local] calib_text): scoring the repository's ({})",
-                t.display()
-            ));
-            t
-        }
-    };
+    // as the cloud image has its own
+    let configured = cx.stores.gate_text.clone().or(cx.stores.calib_text.clone());
+    let shipped = configured.is_none();
+    let text = configured_or_shipped(cx, configured, "gate-text.txt", crate::dataplane::gate::SHIPPED_GATE_TEXT)?;
+    if shipped {
+        cx.line(&format!(
+            "gate: no text configured ([gate] text or [local] calib_text): scoring the repository's ({})",
+            text.display()
+        ));
+    }
     let extra_cases =
         crate::dataplane::gate::qspec::GateCase::parse_subst(subs.get("_GATE_CASES").map(String::as_str).unwrap_or(""))
             .map_err(|e| format!("_GATE_CASES: {e}"))?;
