@@ -183,28 +183,41 @@ fn unsupported_architectures_are_refused_by_name() {
 /// sharing that leaves no earlier layer of a kind to read.
 #[test]
 fn gemma4_files_it_cannot_run_are_refused_by_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let set = |k: &'static str, v: Value| {
-        move |m: &mut Vec<(String, Value)>| {
+    type Edit = Box<dyn FnOnce(&mut Vec<(String, Value)>)>;
+    let set = |k: &'static str, v: Value| -> Edit {
+        Box::new(move |m: &mut Vec<(String, Value)>| {
             m.retain(|(key, _)| key != k);
             m.push((k.into(), v));
-        }
+        })
     };
-    let assistant = edited(dir.path(), "gemma4", set("general.architecture", Value::str("gemma4-assistant")));
-    let e = load_error(&assistant);
-    assert!(e.contains("general.architecture = \"gemma4-assistant\" is not supported"), "{e}");
-    let moe = edited(dir.path(), "gemma4", set("gemma4.expert_count", Value::U32(128)));
-    let e = load_error(&moe);
-    assert!(e.contains("gemma4.expert_count = 128: mixture-of-experts"), "{e}");
-    let no_pattern =
-        edited(dir.path(), "gemma4", |m| m.retain(|(k, _)| k != "gemma4.attention.sliding_window_pattern"));
-    let e = load_error(&no_pattern);
-    assert!(e.contains("missing metadata key gemma4.attention.sliding_window_pattern"), "{e}");
-    let all_shared = edited(dir.path(), "gemma4", set("gemma4.attention.shared_kv_layers", Value::U32(5)));
-    let e = load_error(&all_shared);
-    assert!(e.contains("gemma4.attention.shared_kv_layers = 5 of 6 layers"), "{e}");
-    let short =
-        edited(dir.path(), "gemma4-ple", set("gemma4.feed_forward_length", Value::Array(4, vec![Value::U32(32); 3])));
-    let e = load_error(&short);
-    assert!(e.contains("gemma4.feed_forward_length") && e.contains("one per layer"), "{e}");
+    let cases: Vec<(&str, Edit, &[&str])> = vec![
+        (
+            "gemma4",
+            set("general.architecture", Value::str("gemma4-assistant")),
+            &["general.architecture = \"gemma4-assistant\" is not supported"],
+        ),
+        ("gemma4", set("gemma4.expert_count", Value::U32(128)), &["gemma4.expert_count = 128: mixture-of-experts"]),
+        (
+            "gemma4",
+            Box::new(|m: &mut Vec<(String, Value)>| m.retain(|(k, _)| k != "gemma4.attention.sliding_window_pattern")),
+            &["missing metadata key gemma4.attention.sliding_window_pattern"],
+        ),
+        (
+            "gemma4",
+            set("gemma4.attention.shared_kv_layers", Value::U32(5)),
+            &["gemma4.attention.shared_kv_layers = 5 of 6 layers"],
+        ),
+        (
+            "gemma4-ple",
+            set("gemma4.feed_forward_length", Value::Array(4, vec![Value::U32(32); 3])),
+            &["gemma4.feed_forward_length", "one per layer"],
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (model, edit, want) in cases {
+        let e = load_error(&edited(dir.path(), model, edit));
+        for w in want {
+            assert!(e.contains(w), "{w}: {e}");
+        }
+    }
 }
