@@ -2,7 +2,8 @@
 # The error-feedback scale benchmark: a 2-layer slice with qwen2.5-7b's widths and the real qwen2
 # vocabulary (scripts/feedback-slice.py), encoded plainly and with error feedback over the
 # shipped calibration text. Prints wall time and peak resident memory (GNU time) of each.
-# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2)
+# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2),
+# ALSO_ASYM (also the --calib-inputs asymmetric run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chunks=${CHUNKS:-16}
@@ -29,3 +30,5 @@ run() {
 printf '| %s-layer slice, qwen2.5-7b widths, bpw 3.3, %s threads | wall | peak RSS |\n|---|---|---|\n' "$layers" "$(nproc)"
 run plain
 run "feedback-$chunks" --calib-text assets/calib/calib.txt --calib-chunks "$chunks"
+# ALSO_ASYM=1: the same feedback with --calib-inputs asymmetric beside it
+[ -z "${ALSO_ASYM:-}" ] || run "feedback-$chunks-asymmetric" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-inputs asymmetric

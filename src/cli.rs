@@ -94,16 +94,23 @@ pub struct EncodeArgs {
     /// chunks of 512 tokens of --calib-text to use (at least 1)
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
     pub calib_chunks: usize,
-    /// under --calib-text: which weights compute each later matmul's calibration inputs:
-    /// `f16` (default; measured the better, docs/BENCHMARKS.md) or `encoded` (sequential, as
-    /// the knot will run)
-    #[arg(long, default_value = "f16", value_parser = ["encoded", "f16"], requires = "calib_text")]
+    /// under --calib-text: which weights compute each later matmul's calibration inputs, and
+    /// what each tensor is aimed at: `f16` (default: the f16's own inputs), `encoded`
+    /// (sequential GPTQ) or `asymmetric` (the inputs as the knot will give them, each tensor
+    /// aimed at the f16's outputs: lower KLD in the calibration text's domain, higher outside
+    /// it on Qwen); measured in docs/BENCHMARKS.md
+    #[arg(long, default_value = "f16", value_parser = ["f16", "encoded", "asymmetric"], requires = "calib_text")]
     pub calib_inputs: String,
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their
     /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;
     /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "The imatrix prior")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_prior: f64,
+    /// under --calib-inputs asymmetric: weight of the correction that aims each tensor at the
+    /// f16's outputs over the f16's inputs (0 = none, i.e. `encoded`; 1 = the full least-squares
+    /// correction; docs/BENCHMARKS.md, "Asymmetric calibration")
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CORRECTION, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
+    pub calib_correction: f64,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,

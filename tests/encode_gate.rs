@@ -447,12 +447,13 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         Some(FeedbackOptions {
             text,
             chunks: DEFAULT_CHUNKS,
-            inputs: Inputs::F16,
+            inputs: Inputs::DEFAULT,
             prior: encode::feedback::DEFAULT_PRIOR,
+            correction: encode::feedback::DEFAULT_CORRECTION,
         }),
     );
     let f = t.feedback.as_ref().expect("a feedback report");
-    assert_eq!((f.chunks, f.tokens, f.inputs), (16, 16 * 512, Inputs::F16));
+    assert_eq!((f.chunks, f.tokens, f.inputs, f.correction), (16, 16 * 512, Inputs::F16, 0.0));
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
     // every input has the imatrix's mean squares to be damped towards
@@ -487,6 +488,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         gate::run(&job).unwrap().quality.expect("the distributional check ran").kld_mean
     };
     let (k_plain, k_fed) = (kld(&plain), kld(&out));
+    eprintln!("README, ctx 256 × 4: feedback KLD {k_fed:.3}, plain {k_plain:.3}");
     assert!(k_fed < 0.85 * k_plain, "feedback KLD {k_fed} against plain {k_plain}");
 }
 
@@ -511,7 +513,7 @@ fn bad_calibration_texts_are_named_before_any_output() {
         let out = p("never.knot");
         let tel = p("never.telemetry.json");
         let job = EncodeJob {
-            feedback: Some(FeedbackOptions { text: p(name), chunks, inputs: Inputs::F16, prior: 1.0 }),
+            feedback: Some(FeedbackOptions { text: p(name), chunks, inputs: Inputs::F16, prior: 1.0, correction: 0.0 }),
             telemetry: Some(tel.clone()),
             ..smol_job(out.clone())
         };
@@ -618,7 +620,7 @@ fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
 
 /// The two tiny gemma4 models of tests/golden/forward (their logits checked against llama.cpp's
 /// by forward_golden) end to end: the f16, an imatrix by the native forward pass over the
-/// shipped calibration text, an encode with error feedback (sequential for one, on the f16's
+/// shipped calibration text, an encode with error feedback (asymmetric for one, on the f16's
 /// inputs for the other) at q = 16, the gate's argmax cases (minted from the f16) and
 /// distributional check against the f16 with thresholds, and inspect. Layers that read an
 /// earlier layer's K/V have no attn_k / attn_v to encode; the per-layer embedding tensors are
@@ -651,7 +653,8 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
     .map(String::from)
     .into();
     // (model, its matmuls, inputs whose moments feedback factors, the calibration's inputs)
-    for (name, matmuls, factored, inputs) in [("gemma4", 37, 24, Inputs::Encoded), ("gemma4-ple", 31, 20, Inputs::F16)]
+    for (name, matmuls, factored, inputs) in
+        [("gemma4", 37, 24, Inputs::Asymmetric), ("gemma4-ple", 31, 20, Inputs::F16)]
     {
         let dir = tempfile::tempdir().unwrap();
         let p = |n: &str| dir.path().join(n);
@@ -671,7 +674,13 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
             mix: Default::default(),
             budget: None,
             allow_keep: false,
-            feedback: Some(FeedbackOptions { text: calib.clone(), chunks: 2, inputs, prior: DEFAULT_PRIOR }),
+            feedback: Some(FeedbackOptions {
+                text: calib.clone(),
+                chunks: 2,
+                inputs,
+                prior: DEFAULT_PRIOR,
+                correction: 0.3,
+            }),
             quiet: true,
         };
         let t = encode::run(&job).unwrap();

@@ -61,8 +61,9 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         feedback: a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| crate::dataplane::encode::feedback::FeedbackOptions {
             text,
             chunks: a.calib_chunks,
-            inputs: crate::dataplane::encode::feedback::Inputs::parse(&a.calib_inputs).unwrap_or(crate::dataplane::encode::feedback::Inputs::F16),
+            inputs: crate::dataplane::encode::feedback::Inputs::parse(&a.calib_inputs).unwrap_or(crate::dataplane::encode::feedback::Inputs::DEFAULT),
             prior: a.calib_prior,
+            correction: a.calib_correction,
         }),
         quiet: a.quiet,
     };

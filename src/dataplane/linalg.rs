@@ -222,6 +222,49 @@ pub fn carry_errors(w: &mut [f32], n: usize, e: &[f32], k: usize, u: &[f32], c0:
     clean_upper();
 }
 
+/// `a`ᵀ `b` (n × m, row-major) for `a` (t × n) and `b` (t × m), both row-major: the cross
+/// moments Σₜ aₜ bₜᵀ of two streams of inputs.
+pub fn cross_moments(a: &[f32], b: &[f32], n: usize, m: usize) -> Vec<f32> {
+    let t = a.len() / n.max(1);
+    debug_assert_eq!(b.len(), t * m);
+    let mut out = vec![0f32; n * m];
+    if t > 0 {
+        let dst = MatMut::from_row_major_slice_mut(&mut out, n, m);
+        let lhs = MatRef::from_row_major_slice(a, t, n).transpose();
+        let rhs = MatRef::from_row_major_slice(b, t, m);
+        faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par());
+        clean_upper();
+    }
+    out
+}
+
+/// `a` (rows × n, row-major) · (Uᵀ U) for `u` the n × n row-major upper factor of an inverse
+/// ([`Moments::inverse_factor`]): the inverse applied from the right without forming it.
+pub fn times_inverse(a: &[f32], u: &[f32], n: usize) -> Vec<f32> {
+    let rows = a.len() / n.max(1);
+    let ur = MatRef::from_row_major_slice(u, n, n);
+    let mut tmp = vec![0f32; rows * n];
+    faer::linalg::matmul::matmul(
+        MatMut::from_row_major_slice_mut(&mut tmp, rows, n),
+        Accum::Replace,
+        MatRef::from_row_major_slice(a, rows, n),
+        ur.transpose(),
+        1.0f32,
+        par(),
+    );
+    let mut out = vec![0f32; rows * n];
+    faer::linalg::matmul::matmul(
+        MatMut::from_row_major_slice_mut(&mut out, rows, n),
+        Accum::Replace,
+        MatRef::from_row_major_slice(&tmp, rows, n),
+        ur,
+        1.0f32,
+        par(),
+    );
+    clean_upper();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -523,8 +523,8 @@ fn write_tensors(
                 // layer by layer: every matmul of the layers up to this one's is encoded with
                 // feedback and held until the writer reaches it
                 while c.layers().1 <= l {
-                    c.run_layer(&mut |name, u, n| {
-                        encode_fed(job, f16, im, base, resolved, name, u, n, &mut ready, &mut prog)
+                    c.run_layer(&mut |name, f| {
+                        encode_fed(job, f16, im, base, resolved, name, f, &mut ready, &mut prog)
                     })?;
                 }
                 let (bytes, st, secs) = ready.remove(&bt.name).expect("encoded with its layer");
@@ -716,14 +716,14 @@ fn encode_fed(
     base: &Gguf,
     resolved: &Resolved,
     name: &str,
-    u: &[f32],
-    n: usize,
+    f: &feedback::Factor,
     ready: &mut HashMap<String, (Vec<u8>, ErrStats, f64)>,
     prog: &mut Progress,
 ) -> Result<feedback::Encoded, EncodeError> {
     let Some(&choice) = resolved.choices.get(name) else {
         return Ok(feedback::Encoded::Untouched);
     };
+    let (u, n) = (f.u, f.n);
     let t0 = Instant::now();
     let ft = f16.tensor(name).expect("checked by plan_encode");
     let bt = base.tensor(name).expect("selected from the base knot");
@@ -738,6 +738,9 @@ fn encode_fed(
             let mut orig = vec![0f32; rows * ne0];
             orig.par_chunks_mut(ne0).enumerate().try_for_each(|(r, buf)| load_row(f16, ft, r, buf))?;
             let mut work = orig.clone();
+            if let Some(t) = f.target {
+                t.apply(&orig, &mut work);
+            }
             let (imps, rows_per_mat) = importances(im, ft);
             let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
             let opts = EncodeOptions { variant, ..job.opts };

@@ -240,8 +240,9 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
     Ok(Some(FeedbackOptions {
         text,
         chunks,
-        inputs: Inputs::F16,
+        inputs: Inputs::DEFAULT,
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
+        correction: crate::dataplane::encode::feedback::DEFAULT_CORRECTION,
     }))
 }
 

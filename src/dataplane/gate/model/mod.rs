@@ -156,6 +156,7 @@ impl Proj {
 /// Hidden states of a batch of token sequences of one length, all positions (T × n_embd,
 /// T = sequences × `len`): the layer-by-layer interface (`Model::embed`, the `Model::layer_*`
 /// stages) that the encoder's calibration drives one layer at a time.
+#[derive(Clone)]
 pub struct Batch {
     pub x: Vec<f32>,
     pub len: usize,
