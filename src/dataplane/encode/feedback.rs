@@ -22,8 +22,8 @@
 //!
 //! Peak memory: the hidden states (twice under [`Inputs::Asymmetric`]) and one stage's inputs
 //! for every calibration token, one input's moments and factor (two n × n f32), one tensor
-//! being encoded (twice, as f32) and one layer's reconstructions. The model's weights stay mapped and are decoded a row chunk at a
-//! time by each matmul.
+//! being encoded (twice, as f32) and one layer's reconstructions. The model's weights stay
+//! mapped and are decoded a row chunk at a time by each matmul.
 //!
 //! A tensor with no factor (not one of a layer's seven matmuls, or a model whose width does
 //! not match) is encoded without feedback by the caller.
