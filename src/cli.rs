@@ -99,7 +99,7 @@ pub struct EncodeArgs {
     /// (sequential GPTQ) or `asymmetric` (the inputs as the knot will give them, each tensor
     /// aimed at the f16's outputs: lower KLD in the calibration text's domain, higher outside
     /// it on Qwen); measured in docs/BENCHMARKS.md
-    #[arg(long, default_value = "f16", value_parser = ["f16", "encoded", "asymmetric"], requires = "calib_text")]
+    #[arg(long, default_value = crate::dataplane::encode::feedback::Inputs::DEFAULT.name(), value_parser = clap::builder::PossibleValuesParser::new(crate::dataplane::encode::feedback::Inputs::ALL.map(|i| i.name())), requires = "calib_text")]
     pub calib_inputs: String,
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their
     /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;

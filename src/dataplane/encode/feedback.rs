@@ -85,14 +85,20 @@ pub enum Inputs {
 
 impl Inputs {
     pub const DEFAULT: Inputs = Inputs::F16;
+    /// Every choice, the default first (`--calib-inputs`'s values, in this order).
+    pub const ALL: [Inputs; 3] = [Inputs::F16, Inputs::Encoded, Inputs::Asymmetric];
+
+    /// The name `--calib-inputs` and the telemetry give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Inputs::Encoded => "encoded",
+            Inputs::F16 => "f16",
+            Inputs::Asymmetric => "asymmetric",
+        }
+    }
 
     pub fn parse(s: &str) -> Option<Inputs> {
-        match s {
-            "encoded" => Some(Inputs::Encoded),
-            "f16" => Some(Inputs::F16),
-            "asymmetric" => Some(Inputs::Asymmetric),
-            _ => None,
-        }
+        Inputs::ALL.into_iter().find(|i| i.name() == s)
     }
 }
 
@@ -446,6 +452,17 @@ mod tests {
         let mut m = Moments::new(n);
         m.add(&x);
         (m, x)
+    }
+
+    /// One name per choice: what `--calib-inputs` takes, `parse` reads and the telemetry writes.
+    #[test]
+    fn each_choice_of_inputs_has_one_name() {
+        for i in super::Inputs::ALL {
+            assert_eq!(super::Inputs::parse(i.name()), Some(i));
+            assert_eq!(serde_json::to_string(&i).unwrap(), format!("\"{}\"", i.name()));
+        }
+        assert_eq!(super::Inputs::ALL[0], super::Inputs::DEFAULT, "the default first");
+        assert_eq!(super::Inputs::parse("F16"), None);
     }
 
     #[test]
