@@ -88,8 +88,9 @@ pub struct EncodeArgs {
     /// error feedback across columns (GPTQ-style): run the f16 over this calibration text,
     /// take each matmul input's full second moments, and let each block's error be absorbed
     /// by the columns after it. Same format; much closer to the f16 (docs/BENCHMARKS.md), at
-    /// the cost of a calibration pass run layer by layer (a few times a plain encode)
-    #[arg(long)]
+    /// the cost of a calibration pass run layer by layer (a few times a plain encode). An
+    /// empty value encodes without (the cloud build's `_CALIB_TEXT` switched off)
+    #[arg(long, value_parser = path_or_empty)]
     pub calib_text: Option<PathBuf>,
     /// chunks of 512 tokens of --calib-text to use (at least 1)
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
@@ -427,6 +428,11 @@ fn non_negative(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err("expected a finite number of at least 0".into()),
     }
+}
+
+/// A path, or the empty string (`--calib-text=`: off), which clap's own path parser refuses.
+fn path_or_empty(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
 }
 
 /// A count of at least `min`, refused by the option's name otherwise.

@@ -211,11 +211,23 @@ pub struct FeedbackConfig {
     /// `[gate] text` names the gate's, else the repository's text); cloud
     /// builds use their image's /calib/calib.txt. Never the gate's text.
     pub text: Option<PathBuf>,
+    /// what each matmul is calibrated on (`--calib-inputs`: `f16`, the default, `encoded` or
+    /// `asymmetric`; docs/BENCHMARKS.md, "Asymmetric calibration")
+    pub inputs: crate::dataplane::encode::feedback::Inputs,
+    /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.3)
+    pub correction: f64,
 }
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
-        FeedbackConfig { enabled: true, chunks: crate::dataplane::encode::feedback::DEFAULT_CHUNKS, text: None }
+        use crate::dataplane::encode::feedback as fb;
+        FeedbackConfig {
+            enabled: true,
+            chunks: fb::DEFAULT_CHUNKS,
+            text: None,
+            inputs: fb::Inputs::DEFAULT,
+            correction: fb::DEFAULT_CORRECTION,
+        }
     }
 }
 
@@ -490,6 +502,12 @@ impl RawConfig {
                 "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
             ));
         }
+        if !(self.feedback.correction >= 0.0 && self.feedback.correction.is_finite()) {
+            return Err(ConfigError::Invalid(format!(
+                "feedback.correction = {}: expected a finite weight of 0 or more (0.3 by default)",
+                self.feedback.correction
+            )));
+        }
         cost.feedback_tokens = if self.feedback.enabled {
             (crate::dataplane::encode::feedback::CTX * self.feedback.chunks) as f64
         } else {
@@ -738,6 +756,25 @@ mod tests {
         assert!(e.contains("gate.argmax_min_margin = 1.5: needs at least one of gate.kld_max"), "{e}");
         let e = resolve("[gate]\nargmax_min_margin = -1\nkld_max = 0.3\n").unwrap_err();
         assert!(e.contains("gate.argmax_min_margin = -1: expected a finite logit difference above 0"), "{e}");
+    }
+
+    #[test]
+    fn feedback_inputs_and_correction_are_read_and_checked() {
+        use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CORRECTION};
+        let resolve = |toml: &str| {
+            let raw = RawConfig::parse(Path::new("c.toml"), toml).map_err(|e| e.to_string())?;
+            raw.resolve(&CliOverrides::default(), None).map(|c| c.feedback).map_err(|e| e.to_string())
+        };
+        let d = resolve("").unwrap();
+        assert_eq!((d.inputs, d.correction), (Inputs::DEFAULT, DEFAULT_CORRECTION));
+        for i in Inputs::ALL {
+            let f = resolve(&format!("[feedback]\ninputs = \"{}\"\ncorrection = 0.5\n", i.name())).unwrap();
+            assert_eq!((f.inputs, f.correction), (i, 0.5));
+        }
+        let e = resolve("[feedback]\ninputs = \"sideways\"\n").unwrap_err();
+        assert!(e.contains("c.toml") && e.contains("inputs") && e.contains("asymmetric"), "{e}");
+        let e = resolve("[feedback]\ncorrection = -0.5\n").unwrap_err();
+        assert!(e.contains("feedback.correction = -0.5: expected a finite weight"), "{e}");
     }
 
     #[test]

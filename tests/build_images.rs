@@ -132,6 +132,8 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let encode = step("encode");
     assert!(encode.contains("--calib-text=${_CALIB_TEXT}"), "{encode}");
     assert!(encode.contains("--calib-chunks=${_CALIB_CHUNKS}"), "{encode}");
+    assert!(encode.contains("--calib-inputs=${_CALIB_INPUTS}"), "{encode}");
+    assert!(encode.contains("--calib-correction=${_CALIB_CORRECTION}"), "{encode}");
     assert_eq!(
         y["substitutions"]["_CALIB_TEXT"].as_str(),
         Some(kaiju::config::IMAGE_CALIB_TEXT),
@@ -153,6 +155,55 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let on = FeedbackConfig::default();
     let on = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &on).unwrap();
     assert_eq!((on["_CALIB_TEXT"].as_str(), on["_CALIB_CHUNKS"].as_str()), (calib, "16"));
+    assert_eq!((on["_CALIB_INPUTS"].as_str(), on["_CALIB_CORRECTION"].as_str()), ("f16", "0.3"));
+    let asym = FeedbackConfig { inputs: kaiju::dataplane::encode::feedback::Inputs::Asymmetric, ..Default::default() };
+    let asym = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &asym).unwrap();
+    assert_eq!(asym["_CALIB_INPUTS"], "asymmetric");
     let off = FeedbackConfig { enabled: false, ..Default::default() };
     assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &off).unwrap()["_CALIB_TEXT"], "");
+}
+
+/// The encode step's command line, with the substitutions `gate-params` makes from
+/// `[feedback]`, is one the encoder accepts, and asks it for what the configuration says:
+/// feedback on the image's text with the configured inputs and correction, or none.
+#[test]
+fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() {
+    use clap::Parser;
+    use kaiju::config::{FeedbackConfig, GateConfig};
+    use kaiju::controlplane::campaign::gate_params::{encode_params, Buckets};
+    use kaiju::dataplane::encode::feedback::Inputs;
+    let y = yaml("cloudbuild/cloudbuild-kaiju-encode.yaml");
+    let steps = y["steps"].as_sequence().unwrap();
+    let encode = steps.iter().find(|s| s["id"].as_str() == Some("encode")).unwrap();
+    let args: Vec<&str> = encode["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let q = kaiju::controlplane::campaign::queue::Queue::load(&repo().join("queue.txt")).unwrap();
+    let e = q.get("qwen2.5-7b").unwrap();
+    let qs: kaiju::dataplane::gate::qspec::QSpec =
+        serde_json::from_str(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
+    let b = Buckets { gcs: "g", r2: "r" };
+    let asked = |f: &FeedbackConfig| {
+        let m = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), f).unwrap();
+        let argv: Vec<String> = std::iter::once("kaiju-tui".to_string())
+            .chain(args.iter().map(|a| {
+                let mut a = a.replace("$PROJECT_ID", "p");
+                for (k, v) in &m {
+                    a = a.replace(&format!("${{{k}}}"), v);
+                }
+                assert!(!a.contains("${_"), "{a}: a substitution gate-params does not make");
+                a
+            }))
+            .collect();
+        let cli = kaiju::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(cli.encode);
+        kaiju::commands::files::feedback_options(&cli.enc)
+    };
+    let d = asked(&FeedbackConfig::default()).expect("on by default");
+    assert_eq!(d.text, PathBuf::from(kaiju::config::IMAGE_CALIB_TEXT));
+    assert_eq!((d.chunks, d.inputs, d.correction), (16, Inputs::DEFAULT, 0.3));
+    for inputs in Inputs::ALL {
+        let f = FeedbackConfig { chunks: 7, inputs, correction: 0.45, ..Default::default() };
+        let o = asked(&f).expect("on");
+        assert_eq!((o.chunks, o.inputs, o.correction), (7, inputs, 0.45), "{inputs:?}");
+    }
+    assert!(asked(&FeedbackConfig { enabled: false, ..Default::default() }).is_none());
 }

@@ -6,6 +6,20 @@ use crate::dataplane::codec::kaiju1::EncodeOptions;
 use crate::exit;
 use std::path::{Path, PathBuf};
 
+/// What `--calib-*` ask of error feedback: `None` without a calibration text, or with an
+/// empty one (the cloud build's `_CALIB_TEXT` switched off by `[feedback] enabled = false`).
+pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feedback::FeedbackOptions> {
+    use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
+    a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| FeedbackOptions {
+        text,
+        chunks: a.calib_chunks,
+        // clap takes only Inputs::ALL's names
+        inputs: Inputs::parse(&a.calib_inputs).unwrap_or(Inputs::DEFAULT),
+        prior: a.calib_prior,
+        correction: a.calib_correction,
+    })
+}
+
 /// `--encode`: re-encode the f16 into a KAIJU1 knot beside the base knot's other tensors.
 pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
     let need = |v: &Option<PathBuf>, f: &str| v.clone().ok_or_else(|| anyhow::anyhow!("--encode needs --{f} PATH"));
@@ -57,14 +71,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
         mix: crate::dataplane::encode::Mix::parse(&a.mix).map_err(|e| ConfigError::Invalid(format!("--mix: {e}")))?,
         budget,
         allow_keep: a.keep,
-        // an empty --calib-text (the cloud build's `_CALIB_TEXT` switched off) encodes without
-        feedback: a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| crate::dataplane::encode::feedback::FeedbackOptions {
-            text,
-            chunks: a.calib_chunks,
-            inputs: crate::dataplane::encode::feedback::Inputs::parse(&a.calib_inputs).unwrap_or(crate::dataplane::encode::feedback::Inputs::DEFAULT),
-            prior: a.calib_prior,
-            correction: a.calib_correction,
-        }),
+        feedback: feedback_options(a),
         quiet: a.quiet,
     };
     for w in crate::dataplane::encode::input_warnings(&job.f16, &job.base) {

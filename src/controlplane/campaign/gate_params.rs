@@ -18,9 +18,9 @@ pub enum ParamsError {
 /// qwen2.5-7b; `mint-gate` derives one), so a build without them fails its gate step loudly.
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
 /// 16 chunks, the damage limits kld_max 1, top1_min 50, ppl_ratio_max 2.2). Error feedback is
-/// on: `_CALIB_TEXT` names the image's
-/// calibration text (`[feedback] enabled = false` empties it).
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
+/// on: `_CALIB_TEXT` names the image's calibration text (`[feedback] enabled = false` empties
+/// it), `_CALIB_INPUTS` / `_CALIB_CORRECTION` carry `[feedback] inputs` / `correction`.
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 29] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -48,6 +48,8 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 27] = [
     ("_ARGMAX_MIN_MARGIN", ""),
     ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),
+    ("_CALIB_INPUTS", "f16"),
+    ("_CALIB_CORRECTION", "0.3"),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
@@ -128,6 +130,8 @@ pub fn encode_params(
         // default)
         ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
         ("_CALIB_CHUNKS", feedback.chunks.to_string()),
+        ("_CALIB_INPUTS", feedback.inputs.name().to_string()),
+        ("_CALIB_CORRECTION", feedback.correction.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

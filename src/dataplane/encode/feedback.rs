@@ -35,7 +35,7 @@ use crate::dataplane::gate::tokenizer::Tokenizer;
 use crate::dataplane::gguf::Gguf;
 use crate::dataplane::imatrix::Imatrix;
 use crate::dataplane::linalg::{self, Moments};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -67,7 +67,7 @@ pub const SHIPPED_TEXT: &str = include_str!("../../../assets/calib/calib.txt");
 
 /// Which weights compute a stage's input from the one before, and what each tensor is aimed
 /// at. Measured against each other in docs/BENCHMARKS.md ("Asymmetric calibration").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inputs {
     /// the tensors as the knot holds them (sequential GPTQ: later matmuls calibrate on the

@@ -204,21 +204,51 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// Error feedback as the substitutions ask for it (`_CALIB_TEXT` non-empty: on), over the
-/// configured calibration text, which must exist and must not be the gate's text.
-fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::feedback::FeedbackOptions>, String> {
-    use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
-    if cx.spec.substitutions.get("_CALIB_TEXT").is_none_or(|s| s.trim().is_empty()) {
-        cx.line("encode: error feedback is off (_CALIB_TEXT is empty)");
+/// What the substitutions ask of error feedback, as the cloud build's encode step passes
+/// them: `None` where `_CALIB_TEXT` is empty (off); else the chunks, the inputs and the
+/// correction (`_CALIB_CHUNKS`, `_CALIB_INPUTS`, `_CALIB_CORRECTION`; an empty one is the
+/// encoder's default), each refused by name when it is not what the encoder takes.
+fn feedback_asked(
+    subs: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<(usize, crate::dataplane::encode::feedback::Inputs, f64)>, String> {
+    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION};
+    let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
+    if get("_CALIB_TEXT").is_none() {
         return Ok(None);
     }
-    let chunks = match cx.spec.substitutions.get("_CALIB_CHUNKS").map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        None => crate::dataplane::encode::feedback::DEFAULT_CHUNKS,
+    let chunks = match get("_CALIB_CHUNKS") {
+        None => DEFAULT_CHUNKS,
         Some(c) => c
             .parse::<usize>()
             .ok()
             .filter(|&c| c > 0)
             .ok_or_else(|| format!("_CALIB_CHUNKS={c}: expected a whole number of chunks, at least 1"))?,
+    };
+    let inputs = match get("_CALIB_INPUTS") {
+        None => Inputs::DEFAULT,
+        Some(i) => Inputs::parse(i).ok_or_else(|| {
+            let names: Vec<&str> = Inputs::ALL.iter().map(|i| i.name()).collect();
+            format!("_CALIB_INPUTS={i}: expected one of {}", names.join(", "))
+        })?,
+    };
+    let correction = match get("_CALIB_CORRECTION") {
+        None => DEFAULT_CORRECTION,
+        Some(c) => c
+            .parse::<f64>()
+            .ok()
+            .filter(|c| *c >= 0.0 && c.is_finite())
+            .ok_or_else(|| format!("_CALIB_CORRECTION={c}: expected a finite weight of 0 or more"))?,
+    };
+    Ok(Some((chunks, inputs, correction)))
+}
+
+/// Error feedback as the substitutions ask for it ([`feedback_asked`]), over the configured
+/// calibration text, which must exist and must not be the gate's text.
+fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::feedback::FeedbackOptions>, String> {
+    use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
+    let Some((chunks, inputs, correction)) = feedback_asked(&cx.spec.substitutions)? else {
+        cx.line("encode: error feedback is off (_CALIB_TEXT is empty)");
+        return Ok(None);
     };
     let text = configured_or_shipped(
         cx,
@@ -236,13 +266,17 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
             ));
         }
     }
-    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens)", text.display()));
+    let aim = match inputs {
+        Inputs::Asymmetric => format!(", asymmetric inputs, correction {correction}"),
+        i => format!(", {} inputs", i.name()),
+    };
+    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens{aim})", text.display()));
     Ok(Some(FeedbackOptions {
         text,
         chunks,
-        inputs: Inputs::DEFAULT,
+        inputs,
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
-        correction: crate::dataplane::encode::feedback::DEFAULT_CORRECTION,
+        correction,
     }))
 }
 
@@ -434,4 +468,57 @@ fn step_persist(cx: &mut Ctx) -> Result<(), String> {
         cx.line(&format!("persisted {uri}"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::feedback_asked;
+    use crate::config::FeedbackConfig;
+    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION};
+
+    fn subs(kv: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// `[feedback]` reaches the local encode as it reaches the cloud build's encode step:
+    /// through the same substitutions, each value read back as the configuration gave it.
+    #[test]
+    fn the_local_encode_reads_feedback_from_the_builds_substitutions() {
+        let b = crate::controlplane::campaign::gate_params::Buckets { gcs: "g", r2: "r" };
+        let e = crate::controlplane::campaign::queue::Entry::test(
+            "m",
+            0.1,
+            crate::controlplane::campaign::queue::Tag::ReadyNow,
+        );
+        let q: crate::dataplane::gate::qspec::QSpec =
+            serde_json::from_str(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
+        let gate = crate::config::GateConfig::default();
+        let params = |f: &FeedbackConfig| {
+            crate::controlplane::campaign::gate_params::encode_params(&e, &q, &b, 0, None, &gate, f).unwrap()
+        };
+        assert_eq!(
+            feedback_asked(&params(&FeedbackConfig::default())).unwrap(),
+            Some((DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION))
+        );
+        for inputs in Inputs::ALL {
+            let f = FeedbackConfig { chunks: 5, inputs, correction: 0.45, ..Default::default() };
+            assert_eq!(feedback_asked(&params(&f)).unwrap(), Some((5, inputs, 0.45)), "{inputs:?}");
+        }
+        let off = FeedbackConfig { enabled: false, inputs: Inputs::Asymmetric, ..Default::default() };
+        assert_eq!(feedback_asked(&params(&off)).unwrap(), None);
+        // an empty value is the encoder's default; a bad one is refused by name
+        let on = |kv: &[(&str, &str)]| {
+            let mut m = subs(&[("_CALIB_TEXT", "/calib/calib.txt")]);
+            m.extend(subs(kv));
+            feedback_asked(&m)
+        };
+        assert_eq!(on(&[("_CALIB_INPUTS", "")]).unwrap(), Some((DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION)));
+        let e = on(&[("_CALIB_INPUTS", "sideways")]).unwrap_err();
+        assert!(e.contains("_CALIB_INPUTS=sideways: expected one of f16, encoded, asymmetric"), "{e}");
+        for bad in ["-0.1", "NaN", "inf", "a lot"] {
+            let e = on(&[("_CALIB_CORRECTION", bad)]).unwrap_err();
+            assert!(e.starts_with(&format!("_CALIB_CORRECTION={bad}: expected")), "{e}");
+        }
+        assert!(on(&[("_CALIB_CHUNKS", "0")]).unwrap_err().starts_with("_CALIB_CHUNKS=0"));
+    }
 }
