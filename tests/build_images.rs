@@ -155,10 +155,10 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let on = FeedbackConfig::default();
     let on = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &on).unwrap();
     assert_eq!((on["_CALIB_TEXT"].as_str(), on["_CALIB_CHUNKS"].as_str()), (calib, "16"));
-    assert_eq!((on["_CALIB_INPUTS"].as_str(), on["_CALIB_CORRECTION"].as_str()), ("f16", "0.3"));
-    let asym = FeedbackConfig { inputs: kaiju::dataplane::encode::feedback::Inputs::Asymmetric, ..Default::default() };
-    let asym = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &asym).unwrap();
-    assert_eq!(asym["_CALIB_INPUTS"], "asymmetric");
+    assert_eq!((on["_CALIB_INPUTS"].as_str(), on["_CALIB_CORRECTION"].as_str()), ("asymmetric", "0.3"));
+    let f16 = FeedbackConfig { inputs: kaiju::dataplane::encode::feedback::Inputs::F16, ..Default::default() };
+    let f16 = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &f16).unwrap();
+    assert_eq!(f16["_CALIB_INPUTS"], "f16");
     let off = FeedbackConfig { enabled: false, ..Default::default() };
     assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &off).unwrap()["_CALIB_TEXT"], "");
 }

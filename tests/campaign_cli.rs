@@ -533,6 +533,8 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     let fb = &tel["feedback"];
     assert!(fb["text"].as_str().unwrap().ends_with("calib-text.txt"), "{fb}");
     assert_eq!((fb["chunks"].as_u64(), fb["prior"].as_f64()), (Some(16), Some(1.0)), "{fb}");
+    // [feedback] inputs, as the demo's config.toml sets it, reached the encoder
+    assert_eq!(fb["inputs"].as_str(), Some(kaiju::commands::demo::DEMO_CALIB_INPUTS.name()), "{fb}");
     assert!(fb["seconds"].as_f64().unwrap() > 0.0, "{fb}");
     // all done: exit 11, and again
     for _ in 0..2 {

@@ -453,7 +453,8 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         }),
     );
     let f = t.feedback.as_ref().expect("a feedback report");
-    assert_eq!((f.chunks, f.tokens, f.inputs, f.correction), (16, 16 * 512, Inputs::F16, 0.0));
+    let beta = encode::feedback::DEFAULT_CORRECTION;
+    assert_eq!((f.chunks, f.tokens, f.inputs, f.correction), (16, 16 * 512, Inputs::Asymmetric, beta));
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
     // every input has the imatrix's mean squares to be damped towards

@@ -48,7 +48,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 29] = [
     ("_ARGMAX_MIN_MARGIN", ""),
     ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),
-    ("_CALIB_INPUTS", "f16"),
+    ("_CALIB_INPUTS", "asymmetric"),
     ("_CALIB_CORRECTION", "0.3"),
 ];
 

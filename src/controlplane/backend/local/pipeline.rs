@@ -514,7 +514,7 @@ mod tests {
         };
         assert_eq!(on(&[("_CALIB_INPUTS", "")]).unwrap(), Some((DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION)));
         let e = on(&[("_CALIB_INPUTS", "sideways")]).unwrap_err();
-        assert!(e.contains("_CALIB_INPUTS=sideways: expected one of f16, encoded, asymmetric"), "{e}");
+        assert!(e.contains("_CALIB_INPUTS=sideways: expected one of asymmetric, f16, encoded"), "{e}");
         for bad in ["-0.1", "NaN", "inf", "a lot"] {
             let e = on(&[("_CALIB_CORRECTION", bad)]).unwrap_err();
             assert!(e.starts_with(&format!("_CALIB_CORRECTION={bad}: expected")), "{e}");
