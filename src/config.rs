@@ -211,8 +211,8 @@ pub struct FeedbackConfig {
     /// `[gate] text` names the gate's, else the repository's text); cloud
     /// builds use their image's /calib/calib.txt. Never the gate's text.
     pub text: Option<PathBuf>,
-    /// what each matmul is calibrated on (`--calib-inputs`: `f16`, the default, `encoded` or
-    /// `asymmetric`; docs/BENCHMARKS.md, "Asymmetric calibration")
+    /// what each matmul is calibrated on (`--calib-inputs`: `asymmetric`, the default, `f16`
+    /// or `encoded`; docs/BENCHMARKS.md, "Asymmetric calibration: the attention sink")
     pub inputs: crate::dataplane::encode::feedback::Inputs,
     /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.3)
     pub correction: f64,

@@ -605,7 +605,9 @@ mod tests {
             let want = if t % super::CTX < super::SINK_POSITIONS { 0.0 } else { 2.0 };
             assert!(r.iter().all(|&v| v == want), "token {t}: {r:?}");
         }
-        assert!(super::SINK_POSITIONS > 0 && super::SINK_POSITIONS < super::CTX);
+        let left_out = d.chunks(n).filter(|r| r.iter().all(|&v| v == 0.0)).count();
+        assert_eq!(left_out, 2 * super::SINK_POSITIONS, "the sink of each of the two chunks, and nothing else");
+        assert!(left_out > 0, "some positions are left out");
     }
 
     /// On inputs with correlated columns, carrying each block's error forward lowers the error
