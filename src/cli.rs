@@ -96,10 +96,10 @@ pub struct EncodeArgs {
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
     pub calib_chunks: usize,
     /// under --calib-text: which weights compute each later matmul's calibration inputs, and
-    /// what each tensor is aimed at: `f16` (default: the f16's own inputs), `encoded`
-    /// (sequential GPTQ) or `asymmetric` (the inputs as the knot will give them, each tensor
-    /// aimed at the f16's outputs: lower KLD in the calibration text's domain, higher outside
-    /// it on Qwen); measured in docs/BENCHMARKS.md
+    /// what each tensor is aimed at: `asymmetric` (default: the inputs as the knot will give
+    /// them, each tensor aimed at the f16's outputs; 7–21% lower KLD than `f16`, about 1.6×
+    /// its time), `f16` (the f16's own inputs) or `encoded` (sequential GPTQ); measured in
+    /// docs/BENCHMARKS.md
     #[arg(long, default_value = crate::dataplane::encode::feedback::Inputs::DEFAULT.name(), value_parser = clap::builder::PossibleValuesParser::new(crate::dataplane::encode::feedback::Inputs::ALL.map(|i| i.name())), requires = "calib_text")]
     pub calib_inputs: String,
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their

@@ -59,10 +59,10 @@ pub const DEFAULT_PRIOR: f64 = 1.0;
 /// SmolLM2's argmax case; measured in docs/BENCHMARKS.md ("Asymmetric calibration").
 pub const DEFAULT_CORRECTION: f64 = 0.3;
 /// Positions at the start of each calibration chunk whose shortfall x° − x the asymmetric
-/// correction leaves out. A chunk's first tokens are the model's attention sink: on Qwen their
-/// inputs carry a few dimensions hundreds of times larger than any other token's, so 16 chunks'
-/// first tokens set the correction in those dimensions alone, and the correction fitted to
-/// them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
+/// correction leaves out. A chunk's first tokens are the model's attention sink, whose inputs
+/// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
+/// the shortfall by those inputs, so 16 chunks' first tokens set the correction in those
+/// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
 /// attention sink"). Their moments stay in H: the feedback still protects their outputs.
 pub const SINK_POSITIONS: usize = 4;
 
@@ -81,7 +81,8 @@ pub enum Inputs {
     /// inputs the knot will give them)
     Encoded,
     /// the f16's tensors (each matmul calibrated on the f16's own activations): the cheaper
-    /// (one forward pass, no correction; Qwen2.5-Coder-0.5B 4.6× a plain encode against 7.4×)
+    /// (one forward pass, no correction; Qwen2.5-Coder-0.5B 4.6–5.1× a plain encode against
+    /// 7.4–8.1×)
     F16,
     /// the inputs as the knot will give them, and each tensor aimed at the f16's outputs over
     /// the f16's inputs ([`Target`]; asymmetric calibration, as GPTAQ does it), the attention
