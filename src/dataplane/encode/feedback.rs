@@ -163,6 +163,16 @@ pub struct Factor<'a> {
     pub target: Option<&'a Target<'a>>,
 }
 
+impl Factor<'_> {
+    /// `work` += β W ΔC H⁻¹ for `w` (rows × n, row-major) under [`Inputs::Asymmetric`]
+    /// (H⁻¹ = Uᵀ U from this factor); nothing otherwise.
+    pub fn aim(&self, w: &[f32], work: &mut [f32]) {
+        if let Some(t) = self.target {
+            t.apply(self.u, self.n, w, work);
+        }
+    }
+}
+
 /// The asymmetric target of the tensors that read one input: each W is encoded towards
 /// W + β W ΔC H⁻¹, ΔC = Σₜ (x°ₜ − xₜ) xₜᵀ, x the inputs the knot will see (the encoded
 /// layers' outputs) and x° the f16's. With β = 1 that is the least-squares map from the knot's
@@ -175,24 +185,21 @@ pub struct Target<'a> {
     /// ΔCᵀ = Σₜ xₜ (x°ₜ − xₜ)ᵀ (n × n), where forming it costs less than going through the
     /// tokens for each tensor
     dct: Option<Vec<f32>>,
-    u: &'a [f32],
-    n: usize,
     beta: f32,
 }
 
 impl<'a> Target<'a> {
     /// The target for the tensors of `rows` rows in all that read `x`, whose f16 inputs
     /// fall short of it by `d` = x° − x.
-    fn new(x: &'a [f32], d: Vec<f32>, u: &'a [f32], n: usize, rows: usize, beta: f64) -> Target<'a> {
+    fn new(x: &'a [f32], d: Vec<f32>, n: usize, rows: usize, beta: f64) -> Target<'a> {
         let t = x.len() / n.max(1);
         // ΔCᵀ once (T n² + rows n²) or W Dᵀ X per tensor (2 T n rows): the cheaper
         let dct = (n * (t + rows) < 2 * t * rows).then(|| linalg::cross_moments(x, &d, n, n));
-        Target { x, d, dct, u, n, beta: beta as f32 }
+        Target { x, d, dct, beta: beta as f32 }
     }
 
-    /// `work` += β W ΔC H⁻¹ for `w` (rows × n, row-major).
-    pub fn apply(&self, w: &[f32], work: &mut [f32]) {
-        let n = self.n;
+    /// `work` += β W ΔC H⁻¹ for `w` (rows × n, row-major), H⁻¹ = Uᵀ U ([`Factor::aim`]).
+    fn apply(&self, u: &[f32], n: usize, w: &[f32], work: &mut [f32]) {
         let rows = w.len() / n;
         let wdc = match &self.dct {
             Some(c) => {
@@ -207,7 +214,7 @@ impl<'a> Target<'a> {
                 linalg::cross_moments(&p, self.x, rows, n)
             }
         };
-        let shift = linalg::times_inverse(&wdc, self.u, n);
+        let shift = linalg::times_inverse(&wdc, u, n);
         work.iter_mut().zip(&shift).for_each(|(v, s)| *v += self.beta * s);
     }
 }
@@ -424,7 +431,7 @@ impl<'g> Calibration<'g> {
                 EncodeError::Feedback { path: self.opts.text.clone(), msg: format!("the input of {name}: {msg}") }
             })?;
         let rows: usize = group.iter().filter_map(|&p| self.model.weight(li, p)).map(|w| w.rows).sum();
-        let target = shortfall.map(|d| Target::new(x, d, &u, n, rows, self.opts.correction));
+        let target = shortfall.map(|d| Target::new(x, d, n, rows, self.opts.correction));
         self.report.moments_seconds += (t1 - t0).as_secs_f64();
         self.report.factor_seconds += t1.elapsed().as_secs_f64();
         self.report.factored += 1;
@@ -449,7 +456,7 @@ impl<'g> Calibration<'g> {
 
 #[cfg(test)]
 mod tests {
-    use super::Target;
+    use super::{Factor, Target};
     use crate::dataplane::codec::kaiju1::{self, EncodeOptions, Variant};
     use crate::dataplane::codec::leech::tests::Rng;
     use crate::dataplane::linalg::Moments;
@@ -579,10 +586,10 @@ mod tests {
             s
         };
         let shifted = |route_rows: usize, beta: f64| {
-            let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), &u, n, route_rows, beta);
+            let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), n, route_rows, beta);
             assert_eq!(target.dct.is_some(), route_rows > rows, "the route the test means");
             let mut work = w.clone();
-            target.apply(&w, &mut work);
+            Factor { u: &u, n, target: Some(&target) }.aim(&w, &mut work);
             work
         };
         assert_eq!(shifted(rows, 0.0), w, "β = 0 is no correction");

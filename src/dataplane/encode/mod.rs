@@ -738,9 +738,7 @@ fn encode_fed(
             let mut orig = vec![0f32; rows * ne0];
             orig.par_chunks_mut(ne0).enumerate().try_for_each(|(r, buf)| load_row(f16, ft, r, buf))?;
             let mut work = orig.clone();
-            if let Some(t) = f.target {
-                t.apply(&orig, &mut work);
-            }
+            f.aim(&orig, &mut work);
             let (imps, rows_per_mat) = importances(im, ft);
             let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
             let opts = EncodeOptions { variant, ..job.opts };
