@@ -424,10 +424,8 @@ pub fn absorb(mut cli: Cli) -> Cli {
 
 /// A finite number ≥ 0 (`--calib-prior`), refused by the option's name otherwise.
 fn non_negative(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err("expected a finite number of at least 0".into()),
-    }
+    use crate::dataplane::encode::feedback::{parse_weight, WEIGHT_EXPECTED};
+    parse_weight(s).ok_or_else(|| format!("expected {WEIGHT_EXPECTED}"))
 }
 
 /// A path, or the empty string (`--calib-text=`: off), which clap's own path parser refuses.

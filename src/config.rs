@@ -502,10 +502,12 @@ impl RawConfig {
                 "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
             ));
         }
-        if !(self.feedback.correction >= 0.0 && self.feedback.correction.is_finite()) {
+        if !crate::dataplane::encode::feedback::is_weight(self.feedback.correction) {
             return Err(ConfigError::Invalid(format!(
-                "feedback.correction = {}: expected a finite weight of 0 or more (0.3 by default)",
-                self.feedback.correction
+                "feedback.correction = {}: expected {} ({} by default)",
+                self.feedback.correction,
+                crate::dataplane::encode::feedback::WEIGHT_EXPECTED,
+                crate::dataplane::encode::feedback::DEFAULT_CORRECTION
             )));
         }
         cost.feedback_tokens = if self.feedback.enabled {

@@ -238,31 +238,44 @@ pub fn cross_moments(a: &[f32], b: &[f32], n: usize, m: usize) -> Vec<f32> {
     out
 }
 
-/// `a` (rows × n, row-major) · (Uᵀ U) for `u` the n × n row-major upper factor of an inverse
-/// ([`Moments::inverse_factor`]): the inverse applied from the right without forming it.
-pub fn times_inverse(a: &[f32], u: &[f32], n: usize) -> Vec<f32> {
+/// `a` (rows × n, row-major) · Uᵀ for `u` the n × n row-major upper factor of an inverse
+/// ([`Moments::inverse_factor`]). Column block J of the product reads only U's rows J from
+/// J's first column on (U is zero below its diagonal), so each block is one dense GEMM over
+/// that part: about half the multiply-adds of a dense product, at the dense rate.
+pub fn times_upper_transposed(a: &[f32], u: &[f32], n: usize) -> Vec<f32> {
+    const BS: usize = 256;
     let rows = a.len() / n.max(1);
-    let ur = MatRef::from_row_major_slice(u, n, n);
-    let mut tmp = vec![0f32; rows * n];
-    faer::linalg::matmul::matmul(
-        MatMut::from_row_major_slice_mut(&mut tmp, rows, n),
-        Accum::Replace,
-        MatRef::from_row_major_slice(a, rows, n),
-        ur.transpose(),
-        1.0f32,
-        par(),
-    );
     let mut out = vec![0f32; rows * n];
-    faer::linalg::matmul::matmul(
-        MatMut::from_row_major_slice_mut(&mut out, rows, n),
-        Accum::Replace,
-        MatRef::from_row_major_slice(&tmp, rows, n),
-        ur,
-        1.0f32,
-        par(),
-    );
+    if rows == 0 {
+        return out;
+    }
+    let ar = MatRef::from_row_major_slice(a, rows, n);
+    let ur = MatRef::from_row_major_slice(u, n, n);
+    let mut all = MatMut::from_row_major_slice_mut(&mut out, rows, n);
+    for j0 in (0..n).step_by(BS) {
+        let bj = BS.min(n - j0);
+        let dst = all.rb_mut().subcols_mut(j0, bj);
+        let lhs = ar.subcols(j0, n - j0);
+        let rhs = ur.submatrix(j0, j0, bj, n - j0).transpose();
+        faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par());
+    }
     clean_upper();
     out
+}
+
+/// `w` (rows × n, row-major) columns `c0..c0+k` += `z` (rows × k, row-major) · U[c0..c0+k,
+/// c0..c0+k] (`u` n × n row-major upper): the part of z U that falls within one batch of
+/// columns.
+pub fn add_within_batch(w: &mut [f32], n: usize, z: &[f32], k: usize, u: &[f32], c0: usize) {
+    let rows = w.len() / n.max(1);
+    if rows == 0 || k == 0 {
+        return;
+    }
+    let dst = MatMut::from_row_major_slice_mut(w, rows, n).subcols_mut(c0, k);
+    let lhs = MatRef::from_row_major_slice(z, rows, k);
+    let rhs = MatRef::from_row_major_slice(u, n, n).submatrix(c0, c0, k, k);
+    faer::linalg::matmul::matmul(dst, Accum::Add, lhs, rhs, 1.0f32, par());
+    clean_upper();
 }
 
 #[cfg(test)]
@@ -312,6 +325,36 @@ mod tests {
             for j in 0..n {
                 let want: f32 = x.chunks(n).map(|r| r[i] * r[j]).sum();
                 assert!((m.get(i, j) - want).abs() < 1e-5, "({i},{j})");
+            }
+        }
+    }
+
+    #[test]
+    fn the_upper_product_is_the_dense_product() {
+        let mut s = 3u64;
+        for (rows, n) in [(3, 7), (5, 600)] {
+            let a: Vec<f32> = (0..rows * n).map(|_| lcg(&mut s)).collect();
+            let u: Vec<f32> = (0..n * n).map(|k| if k / n <= k % n { lcg(&mut s) } else { 0.0 }).collect();
+            let got = times_upper_transposed(&a, &u, n);
+            for r in 0..rows {
+                for j in 0..n {
+                    let want: f64 = (0..n).map(|i| a[r * n + i] as f64 * u[j * n + i] as f64).sum();
+                    assert!((got[r * n + j] as f64 - want).abs() < 1e-4, "({r},{j}): {} vs {want}", got[r * n + j]);
+                }
+            }
+            // the part of a U within columns 2..5
+            let mut w = vec![1f32; rows * n];
+            let z: Vec<f32> = (0..rows * 3).map(|_| lcg(&mut s)).collect();
+            add_within_batch(&mut w, n, &z, 3, &u, 2);
+            for r in 0..rows {
+                for j in 0..n {
+                    let want = if (2..5).contains(&j) {
+                        1.0 + (0..3).map(|i| z[r * 3 + i] * u[(2 + i) * n + j]).sum::<f32>()
+                    } else {
+                        1.0
+                    };
+                    assert!((w[r * n + j] - want).abs() < 1e-5, "({r},{j})");
+                }
             }
         }
     }

@@ -17,8 +17,9 @@
 //!    [`Inputs::Asymmetric`] runs both streams side by side: the moments come from the knot's
 //!    inputs x, and each tensor W is encoded towards W + β W ΔC H⁻¹ ([`Target`]), ΔC the cross
 //!    moments of the f16's inputs' shortfall x° − x with x, so that each matmul makes up, as far
-//!    as the calibration text shows, for the error the earlier ones left in its input. All three
-//!    measured in docs/BENCHMARKS.md.
+//!    as the calibration text shows, for the error the earlier ones left in its input (the
+//!    codec takes the shift in U's coordinates, [`Factor::aim`], and applies it batch by batch
+//!    with the errors). All three measured in docs/BENCHMARKS.md.
 //!
 //! Peak memory: the hidden states (twice under [`Inputs::Asymmetric`]) and one stage's inputs
 //! for every calibration token, one input's moments and factor (two n × n f32), one tensor
@@ -58,6 +59,20 @@ pub const DEFAULT_PRIOR: f64 = 1.0;
 /// full least-squares correction (β = 1) fits the calibration text too closely, and lost
 /// SmolLM2's argmax case; measured in docs/BENCHMARKS.md ("Asymmetric calibration").
 pub const DEFAULT_CORRECTION: f64 = 0.3;
+/// What a weight of the feedback (`--calib-prior`, `--calib-correction`, `[feedback]
+/// correction`, `_CALIB_CORRECTION`) must be, as every reader of one says it.
+pub const WEIGHT_EXPECTED: &str = "a finite weight of 0 or more";
+
+/// Whether `v` is a weight of the feedback: finite and ≥ 0 ([`WEIGHT_EXPECTED`]).
+pub fn is_weight(v: f64) -> bool {
+    v.is_finite() && v >= 0.0
+}
+
+/// A weight of the feedback read from text, or `None` ([`is_weight`]).
+pub fn parse_weight(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|v| is_weight(*v))
+}
+
 /// Positions at the start of each calibration chunk whose shortfall x° − x the asymmetric
 /// correction leaves out. A chunk's first tokens are the model's attention sink, whose inputs
 /// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
@@ -164,12 +179,12 @@ pub struct Factor<'a> {
 }
 
 impl Factor<'_> {
-    /// `work` += β W ΔC H⁻¹ for `w` (rows × n, row-major) under [`Inputs::Asymmetric`]
-    /// (H⁻¹ = Uᵀ U from this factor); nothing otherwise.
-    pub fn aim(&self, w: &[f32], work: &mut [f32]) {
-        if let Some(t) = self.target {
-            t.apply(self.u, self.n, w, work);
-        }
+    /// Under [`Inputs::Asymmetric`], where `w` (rows × n, row-major) is aimed: its shift
+    /// β W ΔC H⁻¹ (H⁻¹ = Uᵀ U from this factor) in U's coordinates, z = β W ΔC Uᵀ, which the
+    /// encoder takes as its `lead` (`kaiju1::encode_tensor_feedback`: the target is W + z U).
+    /// `None` otherwise.
+    pub fn aim(&self, w: &[f32]) -> Option<Vec<f32>> {
+        self.target.map(|t| t.lead(self.u, self.n, w))
     }
 }
 
@@ -198,8 +213,8 @@ impl<'a> Target<'a> {
         Target { x, d, dct, beta: beta as f32 }
     }
 
-    /// `work` += β W ΔC H⁻¹ for `w` (rows × n, row-major), H⁻¹ = Uᵀ U ([`Factor::aim`]).
-    fn apply(&self, u: &[f32], n: usize, w: &[f32], work: &mut [f32]) {
+    /// β W ΔC Uᵀ for `w` (rows × n, row-major), H⁻¹ = Uᵀ U ([`Factor::aim`]).
+    fn lead(&self, u: &[f32], n: usize, w: &[f32]) -> Vec<f32> {
         let rows = w.len() / n;
         let wdc = match &self.dct {
             Some(c) => {
@@ -214,8 +229,9 @@ impl<'a> Target<'a> {
                 linalg::cross_moments(&p, self.x, rows, n)
             }
         };
-        let shift = linalg::times_inverse(&wdc, u, n);
-        work.iter_mut().zip(&shift).for_each(|(v, s)| *v += self.beta * s);
+        let mut z = linalg::times_upper_transposed(&wdc, u, n);
+        z.iter_mut().for_each(|v| *v *= self.beta);
+        z
     }
 }
 
@@ -489,6 +505,18 @@ mod tests {
         assert_eq!(super::Inputs::parse("F16"), None);
     }
 
+    /// One rule for the feedback's weights, whichever way they are given.
+    #[test]
+    fn a_weight_is_finite_and_not_negative() {
+        for (s, want) in [("0", Some(0.0)), ("0.3", Some(0.3)), (" 1 ", Some(1.0)), ("1e300", Some(1e300))] {
+            assert_eq!(super::parse_weight(s), want, "{s:?}");
+        }
+        for s in ["-0.1", "NaN", "inf", "-inf", "", "x", "0.3.1"] {
+            assert_eq!(super::parse_weight(s), None, "{s:?}");
+        }
+        assert!(!super::is_weight(f64::NAN) && !super::is_weight(-1e-9) && super::is_weight(0.0));
+    }
+
     #[test]
     fn the_factor_inverts_the_damped_second_moments() {
         for n in [30, 301] {
@@ -588,8 +616,14 @@ mod tests {
         let shifted = |route_rows: usize, beta: f64| {
             let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), n, route_rows, beta);
             assert_eq!(target.dct.is_some(), route_rows > rows, "the route the test means");
+            let z = Factor { u: &u, n, target: Some(&target) }.aim(&w).expect("aimed");
+            // W + z U
             let mut work = w.clone();
-            Factor { u: &u, n, target: Some(&target) }.aim(&w, &mut work);
+            for r in 0..rows {
+                for j in 0..n {
+                    work[r * n + j] += (0..=j).map(|i| z[r * n + i] * u[i * n + j]).sum::<f32>();
+                }
+            }
             work
         };
         assert_eq!(shifted(rows, 0.0), w, "β = 0 is no correction");
@@ -649,7 +683,8 @@ mod tests {
                 kaiju1::encode_row(&w[r * n..(r + 1) * n], &diag, opts, o);
             }
             let mut work = w.clone();
-            let (b, _) = kaiju1::encode_tensor_feedback(&mut work, &w, n, &u, |_| &diag, opts, kaiju1::BATCH_COLS);
+            let (b, _) =
+                kaiju1::encode_tensor_feedback(&mut work, &w, n, &u, None, |_| &diag, opts, kaiju1::BATCH_COLS);
             // the working copy ends as what the knot decodes to
             let mut back = vec![0f32; rows * n];
             kaiju1::dequantize_rows(&b, n, &mut back, opts.variant).unwrap();

@@ -738,11 +738,12 @@ fn encode_fed(
             let mut orig = vec![0f32; rows * ne0];
             orig.par_chunks_mut(ne0).enumerate().try_for_each(|(r, buf)| load_row(f16, ft, r, buf))?;
             let mut work = orig.clone();
-            f.aim(&orig, &mut work);
+            let lead = f.aim(&orig);
             let (imps, rows_per_mat) = importances(im, ft);
             let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
             let opts = EncodeOptions { variant, ..job.opts };
-            let (bytes, st) = kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, imp, opts, kaiju1::BATCH_COLS);
+            let (bytes, st) =
+                kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, lead.as_deref(), imp, opts, kaiju1::BATCH_COLS);
             (bytes, st, work)
         }
         Choice::Keep => {

@@ -211,7 +211,9 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
 fn feedback_asked(
     subs: &std::collections::BTreeMap<String, String>,
 ) -> Result<Option<(usize, crate::dataplane::encode::feedback::Inputs, f64)>, String> {
-    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION};
+    use crate::dataplane::encode::feedback::{
+        parse_weight, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, WEIGHT_EXPECTED,
+    };
     let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if get("_CALIB_TEXT").is_none() {
         return Ok(None);
@@ -233,11 +235,7 @@ fn feedback_asked(
     };
     let correction = match get("_CALIB_CORRECTION") {
         None => DEFAULT_CORRECTION,
-        Some(c) => c
-            .parse::<f64>()
-            .ok()
-            .filter(|c| *c >= 0.0 && c.is_finite())
-            .ok_or_else(|| format!("_CALIB_CORRECTION={c}: expected a finite weight of 0 or more"))?,
+        Some(c) => parse_weight(c).ok_or_else(|| format!("_CALIB_CORRECTION={c}: expected {WEIGHT_EXPECTED}"))?,
     };
     Ok(Some((chunks, inputs, correction)))
 }

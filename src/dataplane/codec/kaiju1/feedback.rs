@@ -27,11 +27,18 @@ pub const BATCH_COLS: usize = 2 * GROUP * BLOCK;
 /// knot decodes to (each block's reconstruction). Statistics: the reconstruction against
 /// `orig` (the same weights, unchanged) under `imp(row)`, as the plain encoder reports them.
 /// `batch_cols` (whole super-blocks): the lazy batch's width, [`BATCH_COLS`] in the encoder.
+///
+/// `lead` (rows × n), where given, moves the target: the tensor is encoded towards
+/// `work` + `lead` U rather than `work` (the asymmetric correction, `encode::feedback::Target`).
+/// Its parts reach each batch's columns the way the errors do, within the batch before it is
+/// searched and past it through the same GEMM, so z U is never formed.
+#[allow(clippy::too_many_arguments)]
 pub fn encode_tensor_feedback<'a, I>(
     work: &mut [f32],
     orig: &[f32],
     n: usize,
     u: &[f32],
+    lead: Option<&[f32]>,
     imp: I,
     opts: EncodeOptions,
     batch_cols: usize,
@@ -51,12 +58,20 @@ where
         let c1 = (c0 + batch_cols).min(n);
         let k = c1 - c0;
         let mut e = vec![0f32; rows * k];
+        // the target's shift: the batch's own part now, the later columns' with the errors
+        let z: Option<Vec<f32>> = lead.map(|z| z.chunks(n).flat_map(|r| &r[c0..c1]).copied().collect());
+        if let Some(z) = &z {
+            linalg::add_within_batch(work, n, z, k, u, c0);
+        }
         decodes += work
             .par_chunks_mut(n)
             .zip(e.par_chunks_mut(k))
             .zip(out.par_chunks_mut(rb))
             .map(|((row, er), o)| batch_row(row, er, o, n, u, &wt, c0, c1, opts))
             .sum::<u64>();
+        if let Some(z) = &z {
+            e.iter_mut().zip(z).for_each(|(e, z)| *e -= z);
+        }
         linalg::carry_errors(work, n, &e, k, u, c0, c1);
         c0 = c1;
     }
@@ -190,10 +205,10 @@ mod tests {
         for q in [4u32, 8] {
             let opts = EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() };
             let mut a = w.clone();
-            let (ba, sa) = encode_tensor_feedback(&mut a, &w, n, &u, |_| &imp, opts, BATCH_COLS);
+            let (ba, sa) = encode_tensor_feedback(&mut a, &w, n, &u, None, |_| &imp, opts, BATCH_COLS);
             let mut b = w.clone();
             let whole = n.div_ceil(GROUP * BLOCK) * GROUP * BLOCK;
-            let (bb, sb) = encode_tensor_feedback(&mut b, &w, n, &u, |_| &imp, opts, whole);
+            let (bb, sb) = encode_tensor_feedback(&mut b, &w, n, &u, None, |_| &imp, opts, whole);
             let ib = opts.variant.index_bytes();
             let rb = row_bytes(n, opts.variant);
             let (mut same, mut all) = (0, 0);
@@ -208,5 +223,37 @@ mod tests {
             let rel = (sa.err - sb.err).abs() / sb.err;
             assert!(rel < 0.01, "q{q}: error {} vs {}", sa.err, sb.err);
         }
+    }
+
+    /// A `lead` z moves the target to W + z U: the same points as encoding W + z U itself
+    /// (where f32 rounding does not tip a search), its parts arriving batch by batch.
+    #[test]
+    fn a_lead_encodes_towards_the_moved_target() {
+        let mut rng = Rng(12);
+        let (rows, n) = (16, 1000);
+        let u = factor(n, &mut rng);
+        let w: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.02).collect();
+        let z: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.002).collect();
+        let imp = vec![1f32; n];
+        let mut moved = w.clone();
+        for r in 0..rows {
+            for j in 0..n {
+                moved[r * n + j] += (0..=j).map(|i| z[r * n + i] * u[i * n + j]).sum::<f32>();
+            }
+        }
+        let opts = EncodeOptions { variant: Variant::new(8).unwrap(), ..Default::default() };
+        let mut a = moved.clone();
+        let (ba, sa) = encode_tensor_feedback(&mut a, &moved, n, &u, None, |_| &imp, opts, BATCH_COLS);
+        let mut b = w.clone();
+        let (bb, _) = encode_tensor_feedback(&mut b, &w, n, &u, Some(&z), |_| &imp, opts, BATCH_COLS);
+        let mut plain = w.clone();
+        let (bp, _) = encode_tensor_feedback(&mut plain, &w, n, &u, None, |_| &imp, opts, BATCH_COLS);
+        let same = |x: &[u8], y: &[u8]| x.iter().zip(y).filter(|(p, q)| p == q).count() as f64 / x.len() as f64;
+        assert!(same(&ba, &bb) >= 0.97, "{} of the bytes agree", same(&ba, &bb));
+        assert!(same(&bp, &bb) < 0.9, "the lead moved the points ({} of the bytes as without it)", same(&bp, &bb));
+        // the reconstruction's error against the moved target, as encoding it directly gives
+        let err = |rec: &[f32]| rec.iter().zip(&moved).map(|(p, q)| ((p - q) as f64).powi(2)).sum::<f64>();
+        let rel = (err(&b) - sa.err).abs() / sa.err;
+        assert!(rel < 0.01, "error {} vs {}", err(&b), sa.err);
     }
 }
