@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The error-feedback scale benchmark: a 2-layer slice with qwen2.5-7b's widths and the real qwen2
 # vocabulary (scripts/feedback-slice.py), encoded plainly and with error feedback over the
-# shipped calibration text. Prints wall time and peak resident memory (GNU time) of each.
+# shipped calibration text (the default --calib-inputs). Prints wall time and peak resident memory
+# (GNU time) of each.
 # Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2),
-# ALSO_ASYM (also the --calib-inputs asymmetric run)
+# ALSO_F16 (also the --calib-inputs f16 run), KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
+# in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chunks=${CHUNKS:-16}
@@ -30,5 +32,6 @@ run() {
 printf '| %s-layer slice, qwen2.5-7b widths, bpw 3.3, %s threads | wall | peak RSS |\n|---|---|---|\n' "$layers" "$(nproc)"
 run plain
 run "feedback-$chunks" --calib-text assets/calib/calib.txt --calib-chunks "$chunks"
-# ALSO_ASYM=1: the same feedback with --calib-inputs asymmetric beside it
-[ -z "${ALSO_ASYM:-}" ] || run "feedback-$chunks-asymmetric" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-inputs asymmetric
+# ALSO_F16=1: the same feedback with the cheaper --calib-inputs f16 beside it
+[ -z "${ALSO_F16:-}" ] || run "feedback-$chunks-f16" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-inputs f16
+[ -n "${KEEP_KNOTS:-}" ] || rm -f "$work"/*.knot

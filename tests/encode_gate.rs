@@ -455,12 +455,14 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     let f = t.feedback.as_ref().expect("a feedback report");
     let beta = encode::feedback::DEFAULT_CORRECTION;
     assert_eq!((f.chunks, f.tokens, f.inputs, f.correction), (16, 16 * 512, Inputs::Asymmetric, beta));
+    assert_eq!(f.sink_positions, encode::feedback::SINK_POSITIONS, "the telemetry says what the correction left out");
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
     // every input has the imatrix's mean squares to be damped towards
     assert_eq!((f.prior, f.prior_inputs), (encode::feedback::DEFAULT_PRIOR, f.factored));
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
     assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
+    assert!(tel.contains(&format!("\"sink_positions\": {}", encode::feedback::SINK_POSITIONS)), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
     assert_eq!(b.get_str("kaiju.feedback_text"), Some("calib.txt"));
     let mut differ = 0;

@@ -79,6 +79,9 @@ pub fn parse_weight(s: &str) -> Option<f64> {
 /// the shortfall by those inputs, so 16 chunks' first tokens set the correction in those
 /// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
 /// attention sink"). Their moments stay in H: the feedback still protects their outputs.
+/// Leaving them out is established; 4 against 1 or 16 is not (one encode each, within the
+/// spread of two encodes that differ by rounding: "How far apart two encodes of one setting
+/// land"). The telemetry records it (`sink_positions`).
 pub const SINK_POSITIONS: usize = 4;
 
 /// The calibration text the repository ships (`scripts/calib-text.sh`: the GPL-3 and LGPL-2.1
@@ -152,6 +155,9 @@ pub struct FeedbackReport {
     pub inputs: Inputs,
     /// the asymmetric correction's weight β (0 unless the inputs are asymmetric)
     pub correction: f64,
+    /// the positions at the start of each chunk the correction leaves out ([`SINK_POSITIONS`]
+    /// under [`Inputs::Asymmetric`], else 0)
+    pub sink_positions: usize,
     /// matmul inputs whose moments were factored
     pub factored: usize,
     /// wall seconds of the calibration: forward stages, moments, factors (the encoding of the
@@ -306,6 +312,7 @@ impl<'g> Calibration<'g> {
             prior_inputs: 0,
             inputs: o.inputs,
             correction: if o.inputs == Inputs::Asymmetric { o.correction } else { 0.0 },
+            sink_positions: if o.inputs == Inputs::Asymmetric { SINK_POSITIONS } else { 0 },
             factored: 0,
             seconds: 0.0,
             forward_seconds: 0.0,
