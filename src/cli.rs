@@ -97,7 +97,7 @@ pub struct EncodeArgs {
     pub calib_chunks: usize,
     /// under --calib-text: which weights compute each later matmul's calibration inputs, and
     /// what each tensor is aimed at: `asymmetric` (default: the inputs as the knot will give
-    /// them, each tensor aimed at the f16's outputs; 7–21% lower KLD than `f16`, about 1.6×
+    /// them, each tensor aimed at the f16's outputs; 4–21% lower KLD than `f16`, about 1.6×
     /// its time), `f16` (the f16's own inputs) or `encoded` (sequential GPTQ); measured in
     /// docs/BENCHMARKS.md
     #[arg(long, default_value = crate::dataplane::encode::feedback::Inputs::DEFAULT.name(), value_parser = clap::builder::PossibleValuesParser::new(crate::dataplane::encode::feedback::Inputs::ALL.map(|i| i.name())), requires = "calib_text")]

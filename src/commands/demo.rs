@@ -30,7 +30,7 @@ pub const DEMO_CALIB_CHUNKS: usize = crate::dataplane::encode::feedback::DEFAULT
 /// What the demo's encodes calibrate each matmul on: the f16's own inputs, not the campaign's
 /// default (`asymmetric`, which runs the f16's hidden states beside the knot's and aims each
 /// tensor at the f16's outputs). On two cores the demo took 4 min 49 s with it against 3 min
-/// 10 s, and the issue asks for about 3; its knots are 7–21% further from their f16 by KLD than
+/// 10 s, and the issue asks for about 3; its knots are 4–21% further from their f16 by KLD than
 /// the campaign's (docs/BENCHMARKS.md, "Asymmetric calibration: the attention sink"). The
 /// demo's config.toml says so, and an operator may change it there.
 pub const DEMO_CALIB_INPUTS: crate::dataplane::encode::feedback::Inputs =
@@ -133,7 +133,7 @@ pub fn demo_config_toml(root: &Path) -> String {
          enabled = true\ntext = {}\nchunks = {DEMO_CALIB_CHUNKS}\n\
          # the demo calibrates on the f16's own inputs to finish in about 3 minutes on two\n\
          # cores; the campaign's default, \"asymmetric\", takes about 5 and its knots are\n\
-         # 7-21% closer to their f16 (docs/BENCHMARKS.md)\n\
+         # 4-21% closer to their f16 (docs/BENCHMARKS.md)\n\
          inputs = \"{}\"\n",
         q(root.join("gate-text.txt")),
         q(root.join("calib-text.txt")),

@@ -104,7 +104,7 @@ pub enum Inputs {
     F16,
     /// the inputs as the knot will give them, and each tensor aimed at the f16's outputs over
     /// the f16's inputs ([`Target`]; asymmetric calibration, as GPTAQ does it), the attention
-    /// sink left out of the correction ([`SINK_POSITIONS`]): the default, 7–21% lower KLD than
+    /// sink left out of the correction ([`SINK_POSITIONS`]): the default, 4–21% lower KLD than
     /// [`Inputs::F16`] on both fixtures, in the calibration text's domain and out of it
     Asymmetric,
 }
