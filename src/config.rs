@@ -214,7 +214,7 @@ pub struct FeedbackConfig {
     /// what each matmul is calibrated on (`--calib-inputs`: `asymmetric`, the default, `f16`
     /// or `encoded`; docs/BENCHMARKS.md, "Asymmetric calibration: the attention sink")
     pub inputs: crate::dataplane::encode::feedback::Inputs,
-    /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.3)
+    /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.5)
     pub correction: f64,
 }
 

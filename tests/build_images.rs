@@ -155,7 +155,7 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let on = FeedbackConfig::default();
     let on = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &on).unwrap();
     assert_eq!((on["_CALIB_TEXT"].as_str(), on["_CALIB_CHUNKS"].as_str()), (calib, "16"));
-    assert_eq!((on["_CALIB_INPUTS"].as_str(), on["_CALIB_CORRECTION"].as_str()), ("asymmetric", "0.3"));
+    assert_eq!((on["_CALIB_INPUTS"].as_str(), on["_CALIB_CORRECTION"].as_str()), ("asymmetric", "0.5"));
     let f16 = FeedbackConfig { inputs: kaiju::dataplane::encode::feedback::Inputs::F16, ..Default::default() };
     let f16 = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &f16).unwrap();
     assert_eq!(f16["_CALIB_INPUTS"], "f16");
@@ -199,7 +199,7 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
     };
     let d = asked(&FeedbackConfig::default()).expect("on by default");
     assert_eq!(d.text, PathBuf::from(kaiju::config::IMAGE_CALIB_TEXT));
-    assert_eq!((d.chunks, d.inputs, d.correction), (16, Inputs::DEFAULT, 0.3));
+    assert_eq!((d.chunks, d.inputs, d.correction), (16, Inputs::DEFAULT, 0.5));
     for inputs in Inputs::ALL {
         let f = FeedbackConfig { chunks: 7, inputs, correction: 0.45, ..Default::default() };
         let o = asked(&f).expect("on");

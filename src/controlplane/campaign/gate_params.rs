@@ -49,7 +49,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 29] = [
     ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),
     ("_CALIB_INPUTS", "asymmetric"),
-    ("_CALIB_CORRECTION", "0.3"),
+    ("_CALIB_CORRECTION", "0.5"),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
