@@ -626,14 +626,7 @@ mod tests {
             let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), n, route_rows, beta);
             assert_eq!(target.dct.is_some(), route_rows > rows, "the route the test means");
             let z = Factor { u: &u, n, target: Some(&target) }.aim(&w).expect("aimed");
-            // W + z U
-            let mut work = w.clone();
-            for r in 0..rows {
-                for j in 0..n {
-                    work[r * n + j] += (0..=j).map(|i| z[r * n + i] * u[i * n + j]).sum::<f32>();
-                }
-            }
-            work
+            kaiju1::feedback::tests::moved_target(&w, &z, &u, n)
         };
         assert_eq!(shifted(rows, 0.0), w, "β = 0 is no correction");
         let (tokens, formed) = (shifted(rows, 1.0), shifted(100, 1.0));

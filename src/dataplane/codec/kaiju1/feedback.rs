@@ -174,7 +174,7 @@ fn batch_row(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dataplane::codec::kaiju1::Variant;
     use crate::dataplane::codec::leech::tests::Rng;
@@ -225,6 +225,18 @@ mod tests {
         }
     }
 
+    /// W + z U (rows × n, `u` n × n row-major upper), summed term by term: what a `lead` z
+    /// aims `w` at, as the tests of the codec and of the asymmetric target check it.
+    pub(crate) fn moved_target(w: &[f32], z: &[f32], u: &[f32], n: usize) -> Vec<f32> {
+        let mut moved = w.to_vec();
+        for (r, row) in moved.chunks_mut(n).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v += (0..=j).map(|i| z[r * n + i] * u[i * n + j]).sum::<f32>();
+            }
+        }
+        moved
+    }
+
     /// A `lead` z moves the target to W + z U: the same points as encoding W + z U itself
     /// (where f32 rounding does not tip a search), its parts arriving batch by batch.
     #[test]
@@ -235,12 +247,7 @@ mod tests {
         let w: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.02).collect();
         let z: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.002).collect();
         let imp = vec![1f32; n];
-        let mut moved = w.clone();
-        for r in 0..rows {
-            for j in 0..n {
-                moved[r * n + j] += (0..=j).map(|i| z[r * n + i] * u[i * n + j]).sum::<f32>();
-            }
-        }
+        let moved = moved_target(&w, &z, &u, n);
         let opts = EncodeOptions { variant: Variant::new(8).unwrap(), ..Default::default() };
         let mut a = moved.clone();
         let (ba, sa) = encode_tensor_feedback(&mut a, &moved, n, &u, None, |_| &imp, opts, BATCH_COLS);

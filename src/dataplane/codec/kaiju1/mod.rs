@@ -7,7 +7,7 @@ use super::leech::{self, N};
 use half::f16;
 use rayon::prelude::*;
 
-mod feedback;
+pub(crate) mod feedback;
 pub use feedback::{encode_tensor_feedback, BATCH_COLS};
 
 pub const VERSION: u32 = 1;
