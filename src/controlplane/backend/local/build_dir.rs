@@ -9,6 +9,10 @@ pub const STATUS_FILE: &str = "status.json";
 pub const SPEC_FILE: &str = "spec.json";
 pub const STORES_FILE: &str = "stores.json";
 pub const LOG_FILE: &str = "log.txt";
+/// The runner's process id, written by `submit` when it spawns the runner. Only the runner
+/// writes `status.json` while it runs: a second writer would race it (a status read as
+/// queued, then written back over the runner's newer one).
+pub const RUNNER_PID_FILE: &str = "runner.pid";
 
 /// Where a local build finds the local "buckets".
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -30,6 +34,12 @@ pub struct LocalStores {
 
 pub fn write_status(dir: &Path, info: &BuildInfo) -> std::io::Result<()> {
     crate::fsutil::write_atomic(&dir.join(STATUS_FILE), &serde_json::to_vec_pretty(info).expect("serializes"))
+}
+
+/// The runner's process id: from its status once it has written one, else as `submit`
+/// recorded it.
+pub fn runner_pid(dir: &Path, info: &BuildInfo) -> Option<u32> {
+    info.pid.or_else(|| std::fs::read_to_string(dir.join(RUNNER_PID_FILE)).ok()?.trim().parse().ok())
 }
 
 /// The build's status as last written, if readable.

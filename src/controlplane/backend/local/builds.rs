@@ -1,12 +1,14 @@
 //! The local build service: each build a directory under `<root>/builds/` and a child
 //! process (`kaiju-tui run-build DIR`) that runs [`super::pipeline`] there.
 
-use super::build_dir::{read_status, write_status, LocalStores, LOG_FILE, SPEC_FILE, STORES_FILE};
+use super::build_dir::{
+    read_status, runner_pid, write_status, LocalStores, LOG_FILE, RUNNER_PID_FILE, SPEC_FILE, STORES_FILE,
+};
 use crate::controlplane::backend::builds::{
     chrono_like, now, BuildError, BuildInfo, BuildService, BuildSpec, BuildStatus, LogChunk,
 };
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How local builds run.
 #[derive(Debug, Clone)]
@@ -39,10 +41,6 @@ impl LocalBuilds {
             n += 1;
         }
     }
-}
-
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 impl BuildService for LocalBuilds {
@@ -82,12 +80,10 @@ impl BuildService for LocalBuilds {
                     .process_group(0)
                     .spawn()
                     .map_err(|e| self.err(format!("cannot start {}: {e}", exe.display())))?;
-                let mut i = info.clone();
-                i.pid = Some(child.id());
-                // the runner rewrites status as it goes; record the pid only if still queued
-                if read_status(&dir).is_some_and(|s| s.status == BuildStatus::Queued) {
-                    let _ = write_status(&dir, &i);
-                }
+                // not in status.json: the runner may already be writing that one
+                // (the runner records it too, so a failed write here loses nothing but the
+                // report of a runner that dies before its first status)
+                let _ = w(RUNNER_PID_FILE, child.id().to_string().into_bytes());
             }
         }
         self.get(&id)
@@ -117,8 +113,8 @@ impl BuildService for LocalBuilds {
             read_status(&dir).ok_or_else(|| BuildError::NoSuchBuild { service: self.describe(), id: id.into() })?;
         // a runner that died without finishing leaves WORKING behind: report it
         if info.status.is_ongoing() {
-            if let Some(pid) = info.pid {
-                if !pid_alive(pid) {
+            if let Some(pid) = runner_pid(&dir, &info) {
+                if !crate::fsutil::process_alive(pid) {
                     if let Some(again) = read_status(&dir).filter(|s| !s.status.is_ongoing()) {
                         return Ok(again);
                     }
@@ -139,7 +135,7 @@ impl BuildService for LocalBuilds {
             return Err(self.err(format!("build {id} is {} and cannot be cancelled", info.status.as_str())));
         }
         std::fs::write(dir.join("cancel"), b"").map_err(|e| self.err(e.to_string()))?;
-        if let Some(pid) = info.pid {
+        if let Some(pid) = runner_pid(&dir, &info) {
             let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
             // let it go before its workspace is removed, so nothing is written there after
             for _ in 0..50 {
@@ -182,5 +178,57 @@ impl BuildService for LocalBuilds {
         let mut data = Vec::new();
         f.take(1 << 20).read_to_end(&mut data).map_err(|e| self.err(e.to_string()))?;
         Ok(LogChunk { next_offset: offset + data.len() as u64, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::backend::builds::BuildKind;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    fn service(d: &Path, exe: PathBuf) -> LocalBuilds {
+        let stores = LocalStores {
+            gcs_dir: d.join("gcs"),
+            r2_dir: d.join("r2"),
+            hf_dir: d.join("hf"),
+            calib_text: None,
+            gate_text: None,
+            feedback_text: None,
+        };
+        LocalBuilds { dir: d.join("builds"), stores, runner: Runner::Spawn { exe } }
+    }
+
+    /// A runner that dies before it writes a status is reported as an internal error, not
+    /// left queued for ever; and `submit` never writes the status the runner owns.
+    #[test]
+    fn a_runner_gone_before_its_first_status_is_an_internal_error() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("runner.sh");
+        std::fs::write(&exe, "#!/bin/sh\nexit 3\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = service(d.path(), exe);
+        let spec = BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "m".into(),
+            substitutions: BTreeMap::new(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        let id = b.submit(&spec).unwrap().id;
+        let dir = b.dir.join(&id);
+        assert_eq!(read_status(&dir).unwrap().pid, None, "submit leaves status.json to the runner");
+        let mut status = BuildStatus::Queued;
+        for _ in 0..100 {
+            status = b.get(&id).unwrap().status;
+            if !status.is_ongoing() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(status, BuildStatus::InternalError);
+        assert!(b.get(&id).unwrap().detail.unwrap().contains("is gone"));
     }
 }
