@@ -57,9 +57,10 @@ pub const DAMP: f64 = 0.1;
 pub const DEFAULT_PRIOR: f64 = 1.0;
 /// Weight β of the asymmetric correction ([`Inputs::Asymmetric`], `--calib-correction`): the
 /// full least-squares correction (β = 1) fits the calibration text too closely, and lost
-/// SmolLM2's argmax case; β = 0.5 measured 5% below β = 0.3 in the calibration text's domain
-/// on Qwen (two draws against three, none overlapping) and the same out of it, on SmolLM2 the
-/// same or lower (docs/BENCHMARKS.md, "How far apart two encodes of one setting land").
+/// SmolLM2's argmax case; β = 0.5 measured 4% below β = 0.3 in the calibration text's domain
+/// on Qwen (means of three draws each, 0.0952 against 0.0988; one draw each of the two overlap)
+/// and the same out of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "How far apart two
+/// encodes of one setting land" and the section after it).
 pub const DEFAULT_CORRECTION: f64 = 0.5;
 /// What a weight of the feedback (`--calib-prior`, `--calib-correction`, `[feedback]
 /// correction`, `_CALIB_CORRECTION`) must be, as every reader of one says it.
