@@ -4,7 +4,8 @@
 # shipped calibration text (the default --calib-inputs). Prints wall time and peak resident memory
 # (GNU time) of each.
 # Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2),
-# ALSO_F16 (also the --calib-inputs f16 run), KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
+# ALSO_F16 (also the --calib-inputs f16 run), ALSO_REFINE (also a run with --calib-refine 1),
+# KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
 # in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,6 @@ run plain
 run "feedback-$chunks" --calib-text assets/calib/calib.txt --calib-chunks "$chunks"
 # ALSO_F16=1: the same feedback with the cheaper --calib-inputs f16 beside it
 [ -z "${ALSO_F16:-}" ] || run "feedback-$chunks-f16" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-inputs f16
+# ALSO_REFINE=1: the same feedback with one pass of block coordinate descent after each tensor
+[ -z "${ALSO_REFINE:-}" ] || run "feedback-$chunks-refine1" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-refine 1
 [ -n "${KEEP_KNOTS:-}" ] || rm -f "$work"/*.knot

@@ -112,6 +112,13 @@ pub struct EncodeArgs {
     /// correction; docs/BENCHMARKS.md, "Asymmetric calibration")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CORRECTION, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_correction: f64,
+    /// under --calib-text: passes of block coordinate descent over each tensor after its
+    /// feedback encode (0 = none; each pass revisits every super-block with all the others as
+    /// encoded, and keeps the new points only where they lower the loss; about a third more
+    /// encode time and one more n × n matrix in memory; docs/BENCHMARKS.md, "Block coordinate
+    /// descent after the feedback")
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64))]
+    pub calib_refine: u8,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,

@@ -216,6 +216,10 @@ pub struct FeedbackConfig {
     pub inputs: crate::dataplane::encode::feedback::Inputs,
     /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.5)
     pub correction: f64,
+    /// passes of block coordinate descent after each tensor's feedback encode
+    /// (`--calib-refine`, 0 = none; docs/BENCHMARKS.md, "Block coordinate descent after the
+    /// feedback")
+    pub refine: usize,
 }
 
 impl Default for FeedbackConfig {
@@ -227,6 +231,7 @@ impl Default for FeedbackConfig {
             text: None,
             inputs: fb::Inputs::DEFAULT,
             correction: fb::DEFAULT_CORRECTION,
+            refine: fb::DEFAULT_REFINE,
         }
     }
 }
@@ -510,6 +515,14 @@ impl RawConfig {
                 crate::dataplane::encode::feedback::DEFAULT_CORRECTION
             )));
         }
+        if self.feedback.refine > crate::dataplane::encode::feedback::MAX_REFINE {
+            return Err(ConfigError::Invalid(format!(
+                "feedback.refine = {}: expected a number of passes from 0 to {} ({} by default)",
+                self.feedback.refine,
+                crate::dataplane::encode::feedback::MAX_REFINE,
+                crate::dataplane::encode::feedback::DEFAULT_REFINE
+            )));
+        }
         cost.feedback_tokens = if self.feedback.enabled {
             (crate::dataplane::encode::feedback::CTX * self.feedback.chunks) as f64
         } else {
@@ -761,18 +774,20 @@ mod tests {
     }
 
     #[test]
-    fn feedback_inputs_and_correction_are_read_and_checked() {
-        use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CORRECTION};
+    fn feedback_inputs_correction_and_refine_are_read_and_checked() {
+        use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CORRECTION, DEFAULT_REFINE};
         let resolve = |toml: &str| {
             let raw = RawConfig::parse(Path::new("c.toml"), toml).map_err(|e| e.to_string())?;
             raw.resolve(&CliOverrides::default(), None).map(|c| c.feedback).map_err(|e| e.to_string())
         };
         let d = resolve("").unwrap();
-        assert_eq!((d.inputs, d.correction), (Inputs::DEFAULT, DEFAULT_CORRECTION));
+        assert_eq!((d.inputs, d.correction, d.refine), (Inputs::DEFAULT, DEFAULT_CORRECTION, DEFAULT_REFINE));
         for i in Inputs::ALL {
-            let f = resolve(&format!("[feedback]\ninputs = \"{}\"\ncorrection = 0.5\n", i.name())).unwrap();
-            assert_eq!((f.inputs, f.correction), (i, 0.5));
+            let f = resolve(&format!("[feedback]\ninputs = \"{}\"\ncorrection = 0.5\nrefine = 1\n", i.name())).unwrap();
+            assert_eq!((f.inputs, f.correction, f.refine), (i, 0.5, 1));
         }
+        let e = resolve("[feedback]\nrefine = 5\n").unwrap_err();
+        assert!(e.contains("feedback.refine = 5: expected a number of passes from 0 to 4"), "{e}");
         let e = resolve("[feedback]\ninputs = \"sideways\"\n").unwrap_err();
         assert!(e.contains("c.toml") && e.contains("inputs") && e.contains("asymmetric"), "{e}");
         let e = resolve("[feedback]\ncorrection = -0.5\n").unwrap_err();

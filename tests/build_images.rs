@@ -134,6 +134,7 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     assert!(encode.contains("--calib-chunks=${_CALIB_CHUNKS}"), "{encode}");
     assert!(encode.contains("--calib-inputs=${_CALIB_INPUTS}"), "{encode}");
     assert!(encode.contains("--calib-correction=${_CALIB_CORRECTION}"), "{encode}");
+    assert!(encode.contains("--calib-refine=${_CALIB_REFINE}"), "{encode}");
     assert_eq!(
         y["substitutions"]["_CALIB_TEXT"].as_str(),
         Some(kaiju::config::IMAGE_CALIB_TEXT),
@@ -165,7 +166,7 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
 
 /// The encode step's command line, with the substitutions `gate-params` makes from
 /// `[feedback]`, is one the encoder accepts, and asks it for what the configuration says:
-/// feedback on the image's text with the configured inputs and correction, or none.
+/// feedback on the image's text with the configured inputs, correction and refinement, or none.
 #[test]
 fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() {
     use clap::Parser;
@@ -199,11 +200,11 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
     };
     let d = asked(&FeedbackConfig::default()).expect("on by default");
     assert_eq!(d.text, PathBuf::from(kaiju::config::IMAGE_CALIB_TEXT));
-    assert_eq!((d.chunks, d.inputs, d.correction), (16, Inputs::DEFAULT, 0.5));
+    assert_eq!((d.chunks, d.inputs, d.correction, d.refine), (16, Inputs::DEFAULT, 0.5, 0));
     for inputs in Inputs::ALL {
-        let f = FeedbackConfig { chunks: 7, inputs, correction: 0.45, ..Default::default() };
+        let f = FeedbackConfig { chunks: 7, inputs, correction: 0.45, refine: 1, ..Default::default() };
         let o = asked(&f).expect("on");
-        assert_eq!((o.chunks, o.inputs, o.correction), (7, inputs, 0.45), "{inputs:?}");
+        assert_eq!((o.chunks, o.inputs, o.correction, o.refine), (7, inputs, 0.45, 1), "{inputs:?}");
     }
     assert!(asked(&FeedbackConfig { enabled: false, ..Default::default() }).is_none());
 }

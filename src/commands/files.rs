@@ -17,6 +17,7 @@ pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feed
         inputs: Inputs::parse(&a.calib_inputs).unwrap_or(Inputs::DEFAULT),
         prior: a.calib_prior,
         correction: a.calib_correction,
+        refine: a.calib_refine as usize,
     })
 }
 

@@ -135,61 +135,101 @@ impl Moments {
     pub fn inverse_factor_with_prior(self, damp: f64, prior: Option<(f64, &[f32])>) -> Result<Vec<f32>, String> {
         let n = self.n;
         let mut a = self.a;
-        let diag = |a: &[f32], i: usize| a[i * n + i];
-        let mean = ((0..n).map(|i| diag(&a, i) as f64).sum::<f64>() / n.max(1) as f64).max(1e-30);
-        if !mean.is_finite() {
-            return Err("the calibration inputs' second moments are not finite".into());
-        }
-        let prior = prior.filter(|(alpha, p)| *alpha > 0.0 && p.len() == n);
-        let pmean = prior.map_or(0.0, |(_, p)| p.iter().map(|&v| v.max(0.0) as f64).sum::<f64>() / n.max(1) as f64);
-        for i in 0..n {
-            let v = a[i * n + i] as f64;
-            let extra = match prior {
-                Some((alpha, p)) if pmean > 0.0 && pmean.is_finite() => alpha * mean * p[i].max(0.0) as f64 / pmean,
-                _ => 0.0,
-            };
-            a[i * n + i] = ((if v > 0.0 { v } else { mean }) + damp * mean + extra) as f32;
-        }
-        // J H J, lower (column-major): A(i, j) = H(n-1-j, n-1-i), an involution on the lower
-        // triangle, swapped in place
-        anti_transpose_lower(&mut a, n);
-        let par = par();
-        let req = cholesky_in_place_scratch::<f32>(n, par, Default::default());
-        let mut mem = MemBuffer::new(req);
-        let stack = MemStack::new(&mut mem);
-        cholesky_in_place(
-            MatMut::from_column_major_slice_mut(&mut a, n, n),
-            Default::default(),
-            par,
-            stack,
-            Default::default(),
-        )
-        .map_err(|e| format!("the damped second moments are not positive definite ({e})"))?;
-        let mut inv = vec![0f32; n * n];
-        faer::linalg::triangular_inverse::invert_lower_triangular(
-            MatMut::from_column_major_slice_mut(&mut inv, n, n),
-            MatRef::from_column_major_slice(&a, n, n),
-            par,
-        );
-        clean_upper();
-        drop(a);
-        // U(i, j) = M⁻¹(n-1-i, n-1-j); M⁻¹ is column-major lower, so U row-major is its
-        // anti-transpose (as stored), upper
-        anti_transpose_lower(&mut inv, n);
-        // now inv[j·n + i] (column-major, lower) holds U(n-1-… ): read it out row-major
-        let mut u = inv;
-        // the lower triangle (column-major) of `u` after the reordering is Uᵀ's lower = U's
-        // upper read column-major: a column-major lower matrix is its transpose row-major
-        for i in 0..n {
-            for j in 0..i {
-                u[i * n + j] = 0.0;
+        damp_diagonal(&mut a, n, damp, prior)?;
+        factor_damped(a, n)
+    }
+
+    /// The damped moments [`Moments::inverse_factor_with_prior`] factors, whole (n × n,
+    /// symmetric, row-major), beside their factor: (H + m(λ I + α P / p̄), U). The peak while it
+    /// factors is three n × n matrices, and two are handed back.
+    pub fn damped_and_factor(self, damp: f64, prior: Option<(f64, &[f32])>) -> Result<(Vec<f32>, Vec<f32>), String> {
+        let n = self.n;
+        let mut a = self.a;
+        damp_diagonal(&mut a, n, damp, prior)?;
+        let mut h = a.clone();
+        // the lower triangle (column-major) is the upper one row-major: mirror it, by tiles
+        // so that both sides stay in cache
+        const T: usize = 64;
+        for i0 in (0..n).step_by(T) {
+            for j0 in (0..=i0).step_by(T) {
+                for i in i0..(i0 + T).min(n) {
+                    for j in j0..(j0 + T).min(i) {
+                        h[i * n + j] = h[j * n + i];
+                    }
+                }
             }
         }
-        if u.iter().any(|v| !v.is_finite()) {
-            return Err("the factor of the damped second moments is not finite".into());
-        }
-        Ok(u)
+        Ok((h, factor_damped(a, n)?))
     }
+
+    /// Moments from a symmetric n × n matrix `h` (row-major; its own second moments).
+    pub fn from_symmetric(n: usize, h: Vec<f32>) -> Moments {
+        Moments { n, a: h, tokens: 0 }
+    }
+}
+
+/// H + m(λ I + α P / p̄) on the diagonal of `a` (column-major lower, n × n) in place
+/// ([`Moments::inverse_factor_with_prior`]).
+fn damp_diagonal(a: &mut [f32], n: usize, damp: f64, prior: Option<(f64, &[f32])>) -> Result<(), String> {
+    let diag = |a: &[f32], i: usize| a[i * n + i];
+    let mean = ((0..n).map(|i| diag(a, i) as f64).sum::<f64>() / n.max(1) as f64).max(1e-30);
+    if !mean.is_finite() {
+        return Err("the calibration inputs' second moments are not finite".into());
+    }
+    let prior = prior.filter(|(alpha, p)| *alpha > 0.0 && p.len() == n);
+    let pmean = prior.map_or(0.0, |(_, p)| p.iter().map(|&v| v.max(0.0) as f64).sum::<f64>() / n.max(1) as f64);
+    for i in 0..n {
+        let v = a[i * n + i] as f64;
+        let extra = match prior {
+            Some((alpha, p)) if pmean > 0.0 && pmean.is_finite() => alpha * mean * p[i].max(0.0) as f64 / pmean,
+            _ => 0.0,
+        };
+        a[i * n + i] = ((if v > 0.0 { v } else { mean }) + damp * mean + extra) as f32;
+    }
+    Ok(())
+}
+
+/// U (n × n, row-major upper) with A⁻¹ = Uᵀ U for the damped moments `a` (column-major lower).
+fn factor_damped(mut a: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
+    // J H J, lower (column-major): A(i, j) = H(n-1-j, n-1-i), an involution on the lower
+    // triangle, swapped in place
+    anti_transpose_lower(&mut a, n);
+    let par = par();
+    let req = cholesky_in_place_scratch::<f32>(n, par, Default::default());
+    let mut mem = MemBuffer::new(req);
+    let stack = MemStack::new(&mut mem);
+    cholesky_in_place(
+        MatMut::from_column_major_slice_mut(&mut a, n, n),
+        Default::default(),
+        par,
+        stack,
+        Default::default(),
+    )
+    .map_err(|e| format!("the damped second moments are not positive definite ({e})"))?;
+    let mut inv = vec![0f32; n * n];
+    faer::linalg::triangular_inverse::invert_lower_triangular(
+        MatMut::from_column_major_slice_mut(&mut inv, n, n),
+        MatRef::from_column_major_slice(&a, n, n),
+        par,
+    );
+    clean_upper();
+    drop(a);
+    // U(i, j) = M⁻¹(n-1-i, n-1-j); M⁻¹ is column-major lower, so U row-major is its
+    // anti-transpose (as stored), upper
+    anti_transpose_lower(&mut inv, n);
+    // now inv[j·n + i] (column-major, lower) holds U(n-1-… ): read it out row-major
+    let mut u = inv;
+    // the lower triangle (column-major) of `u` after the reordering is Uᵀ's lower = U's
+    // upper read column-major: a column-major lower matrix is its transpose row-major
+    for i in 0..n {
+        for j in 0..i {
+            u[i * n + j] = 0.0;
+        }
+    }
+    if u.iter().any(|v| !v.is_finite()) {
+        return Err("the factor of the damped second moments is not finite".into());
+    }
+    Ok(u)
 }
 
 /// In place on the lower triangle of a column-major n × n matrix: A'(i, j) = A(n-1-j, n-1-i).
@@ -260,6 +300,20 @@ pub fn times_upper_transposed(a: &[f32], u: &[f32], n: usize) -> Vec<f32> {
         faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par());
     }
     clean_upper();
+    out
+}
+
+/// `a` (rows × n, row-major) · `b` (n × m, row-major), into a new rows × m.
+pub fn matmul_nn(a: &[f32], b: &[f32], n: usize, m: usize) -> Vec<f32> {
+    let rows = a.len() / n.max(1);
+    let mut out = vec![0f32; rows * m];
+    if rows > 0 {
+        let dst = MatMut::from_row_major_slice_mut(&mut out, rows, m);
+        let lhs = MatRef::from_row_major_slice(a, rows, n);
+        let rhs = MatRef::from_row_major_slice(b, n, m);
+        faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par());
+        clean_upper();
+    }
     out
 }
 

@@ -19,8 +19,9 @@ pub enum ParamsError {
 /// The distributional gate's keys default to the configuration's defaults (`[gate]`: ctx 512,
 /// 16 chunks, the damage limits kld_max 1, top1_min 50, ppl_ratio_max 2.2). Error feedback is
 /// on: `_CALIB_TEXT` names the image's calibration text (`[feedback] enabled = false` empties
-/// it), `_CALIB_INPUTS` / `_CALIB_CORRECTION` carry `[feedback] inputs` / `correction`.
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 29] = [
+/// it), `_CALIB_INPUTS` / `_CALIB_CORRECTION` / `_CALIB_REFINE` carry `[feedback] inputs` /
+/// `correction` / `refine`.
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 30] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -50,6 +51,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 29] = [
     ("_CALIB_CHUNKS", "16"),
     ("_CALIB_INPUTS", "asymmetric"),
     ("_CALIB_CORRECTION", "0.5"),
+    ("_CALIB_REFINE", "0"),
 ];
 
 /// The tokenizer a family's gate uses when the qspec does not say.
@@ -132,6 +134,7 @@ pub fn encode_params(
         ("_CALIB_CHUNKS", feedback.chunks.to_string()),
         ("_CALIB_INPUTS", feedback.inputs.name().to_string()),
         ("_CALIB_CORRECTION", feedback.correction.to_string()),
+        ("_CALIB_REFINE", feedback.refine.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

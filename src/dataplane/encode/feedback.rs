@@ -62,6 +62,13 @@ pub const DEFAULT_PRIOR: f64 = 1.0;
 /// and the same out of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "How far apart two
 /// encodes of one setting land" and the section after it).
 pub const DEFAULT_CORRECTION: f64 = 0.5;
+/// Passes of block coordinate descent after each tensor's feedback encode by default
+/// (`--calib-refine`): none; one pass costs about a third more encode time on
+/// Qwen2.5-Coder-0.5B and one more n × n matrix in memory (docs/BENCHMARKS.md, "Block
+/// coordinate descent after the feedback").
+pub const DEFAULT_REFINE: usize = 0;
+/// The most passes `--calib-refine` takes (each after the first gains less).
+pub const MAX_REFINE: usize = 4;
 /// What a weight of the feedback (`--calib-prior`, `--calib-correction`, `[feedback]
 /// correction`, `_CALIB_CORRECTION`) must be, as every reader of one says it.
 pub const WEIGHT_EXPECTED: &str = "a finite weight of 0 or more";
@@ -142,6 +149,9 @@ pub struct FeedbackOptions {
     /// under [`Inputs::Asymmetric`]: the weight β of the correction towards the f16's outputs
     /// ([`DEFAULT_CORRECTION`])
     pub correction: f64,
+    /// passes of block coordinate descent over each tensor after its feedback encode
+    /// (`--calib-refine`, [`DEFAULT_REFINE`]; `kaiju1::refine_tensor`)
+    pub refine: usize,
 }
 
 /// What the telemetry records of it.
@@ -161,6 +171,9 @@ pub struct FeedbackReport {
     /// the positions at the start of each chunk the correction leaves out ([`SINK_POSITIONS`]
     /// under [`Inputs::Asymmetric`], else 0)
     pub sink_positions: usize,
+    /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
+    #[serde(default)]
+    pub refine: usize,
     /// matmul inputs whose moments were factored
     pub factored: usize,
     /// wall seconds of the calibration: forward stages, moments, factors (the encoding of the
@@ -183,6 +196,10 @@ pub enum Encoded {
 /// under [`Inputs::Asymmetric`], the target to encode the tensor towards.
 pub struct Factor<'a> {
     pub u: &'a [f32],
+    /// under `--calib-refine`: the damped moments themselves (n × n, row-major, symmetric), for
+    /// the passes of block coordinate descent the encoder runs after the feedback
+    pub h: Option<&'a [f32]>,
+    pub refine: usize,
     pub n: usize,
     pub target: Option<&'a Target<'a>>,
 }
@@ -316,6 +333,7 @@ impl<'g> Calibration<'g> {
             inputs: o.inputs,
             correction: if o.inputs == Inputs::Asymmetric { o.correction } else { 0.0 },
             sink_positions: if o.inputs == Inputs::Asymmetric { SINK_POSITIONS } else { 0 },
+            refine: o.refine,
             factored: 0,
             seconds: 0.0,
             forward_seconds: 0.0,
@@ -452,10 +470,18 @@ impl<'g> Calibration<'g> {
         if p.is_some() && self.opts.prior > 0.0 {
             self.report.prior_inputs += 1;
         }
-        let u =
-            m.inverse_factor_with_prior(DAMP, p.as_ref().map(|e| (self.opts.prior, e.matrix(0)))).map_err(|msg| {
-                EncodeError::Feedback { path: self.opts.text.clone(), msg: format!("the input of {name}: {msg}") }
-            })?;
+        let prior = p.as_ref().map(|e| (self.opts.prior, e.matrix(0)));
+        let failed = |msg: String| EncodeError::Feedback {
+            path: self.opts.text.clone(),
+            msg: format!("the input of {name}: {msg}"),
+        };
+        // the refinement needs H itself beside its factor: one more n × n while the group encodes
+        let (h, u) = if self.opts.refine > 0 {
+            let (h, u) = m.damped_and_factor(DAMP, prior).map_err(failed)?;
+            (Some(h), u)
+        } else {
+            (None, m.inverse_factor_with_prior(DAMP, prior).map_err(failed)?)
+        };
         let rows: usize = group.iter().filter_map(|&p| self.model.weight(li, p)).map(|w| w.rows).sum();
         let target = shortfall.map(|d| Target::new(x, d, n, rows, self.opts.correction));
         self.report.moments_seconds += (t1 - t0).as_secs_f64();
@@ -466,7 +492,10 @@ impl<'g> Calibration<'g> {
         for (p, (rows, cols)) in
             group.iter().filter_map(|&p| Some((p, self.model.weight(li, p).map(|w| (w.rows, w.cols))?)))
         {
-            let got = encode(&p.tensor(li), &Factor { u: &u, n, target: target.as_ref() })?;
+            let got = encode(
+                &p.tensor(li),
+                &Factor { u: &u, h: h.as_deref(), refine: self.opts.refine, n, target: target.as_ref() },
+            )?;
             if let (Encoded::Reconstruction(v), Inputs::Encoded | Inputs::Asymmetric) = (got, self.opts.inputs) {
                 own[p as usize] = Some(Weight::dense(rows, cols, v));
             }
@@ -564,6 +593,25 @@ mod tests {
         }
     }
 
+    /// What `--calib-refine` keeps beside the factor is the matrix factored: the damped moments,
+    /// whole and symmetric (n = 301 spans several of the mirror's tiles), and the same factor.
+    #[test]
+    fn the_damped_moments_kept_for_refining_are_the_ones_factored() {
+        let n = 301;
+        let (m, _) = correlated(n, 4 * n, 3);
+        let full: Vec<f64> = (0..n * n).map(|k| m.get(k / n, k % n) as f64).collect();
+        let mean = (0..n).map(|i| full[i * n + i]).sum::<f64>() / n as f64;
+        let u = m.inverse_factor(0.01).unwrap();
+        let (h, u2) = correlated(n, 4 * n, 3).0.damped_and_factor(0.01, None).unwrap();
+        assert_eq!(u, u2, "the same factor");
+        for i in 0..n {
+            for j in 0..n {
+                let want = full[i * n + j] + if i == j { 0.01 * mean } else { 0.0 };
+                assert!((h[i * n + j] as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "({i},{j})");
+            }
+        }
+    }
+
     /// The imatrix prior interpolates between feedback and the plain encoder: without weight it
     /// changes nothing, and as its weight grows the factor turns diagonal, its weights 1/U_jj²
     /// following the prior's mean squares (the plain encoder's imatrix weighting).
@@ -626,7 +674,7 @@ mod tests {
         let shifted = |route_rows: usize, beta: f64| {
             let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), n, route_rows, beta);
             assert_eq!(target.dct.is_some(), route_rows > rows, "the route the test means");
-            let z = Factor { u: &u, n, target: Some(&target) }.aim(&w).expect("aimed");
+            let z = Factor { u: &u, h: None, refine: 0, n, target: Some(&target) }.aim(&w).expect("aimed");
             kaiju1::feedback::tests::moved_target(&w, &z, &u, n)
         };
         assert_eq!(shifted(rows, 0.0), w, "β = 0 is no correction");

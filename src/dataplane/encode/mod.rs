@@ -4,6 +4,7 @@
 use crate::dataplane::codec::kaiju1::{self, EncodeOptions, ErrStats};
 use crate::dataplane::gguf::{dequant, Gguf, GgufWriter, TensorInfo, TensorPlan, TypeId, Value};
 use crate::dataplane::imatrix::Imatrix;
+use crate::dataplane::linalg;
 use crate::dataplane::progress::Progress;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -742,8 +743,24 @@ fn encode_fed(
             let (imps, rows_per_mat) = importances(im, ft);
             let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
             let opts = EncodeOptions { variant, ..job.opts };
-            let (bytes, st) =
+            let (mut bytes, mut st) =
                 kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, lead.as_deref(), imp, opts, kaiju1::BATCH_COLS);
+            if let Some(h) = f.h.filter(|_| f.refine > 0) {
+                // the target the feedback aimed at: W, or W + z U under the asymmetric lead
+                let target = match &lead {
+                    Some(z) => {
+                        let mut t = linalg::matmul_nn(z, u, n, n);
+                        t.iter_mut().zip(&orig).for_each(|(t, w)| *t += w);
+                        t
+                    }
+                    None => orig.clone(),
+                };
+                for _ in 0..f.refine {
+                    kaiju1::refine_tensor(&mut work, &mut bytes, &target, n, h, opts)
+                        .map_err(|msg| EncodeError::Feedback { path: name.into(), msg: format!("refining: {msg}") })?;
+                }
+                st = kaiju1::tensor_stats(&work, &orig, n, imp, st.decodes);
+            }
             (bytes, st, work)
         }
         Choice::Keep => {

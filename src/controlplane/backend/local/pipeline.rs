@@ -204,15 +204,23 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// Error feedback as an encode build's substitutions ask for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FeedbackAsked {
+    chunks: usize,
+    inputs: crate::dataplane::encode::feedback::Inputs,
+    correction: f64,
+    refine: usize,
+}
+
 /// What the substitutions ask of error feedback, as the cloud build's encode step passes
-/// them: `None` where `_CALIB_TEXT` is empty (off); else the chunks, the inputs and the
-/// correction (`_CALIB_CHUNKS`, `_CALIB_INPUTS`, `_CALIB_CORRECTION`; an empty one is the
-/// encoder's default), each refused by name when it is not what the encoder takes.
-fn feedback_asked(
-    subs: &std::collections::BTreeMap<String, String>,
-) -> Result<Option<(usize, crate::dataplane::encode::feedback::Inputs, f64)>, String> {
+/// them: `None` where `_CALIB_TEXT` is empty (off); else the chunks, the inputs, the
+/// correction and the refinement passes (`_CALIB_CHUNKS`, `_CALIB_INPUTS`,
+/// `_CALIB_CORRECTION`, `_CALIB_REFINE`; an empty one is the encoder's default), each refused
+/// by name when it is not what the encoder takes.
+fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<Option<FeedbackAsked>, String> {
     use crate::dataplane::encode::feedback::{
-        parse_weight, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, WEIGHT_EXPECTED,
+        parse_weight, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE, MAX_REFINE, WEIGHT_EXPECTED,
     };
     let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if get("_CALIB_TEXT").is_none() {
@@ -237,14 +245,22 @@ fn feedback_asked(
         None => DEFAULT_CORRECTION,
         Some(c) => parse_weight(c).ok_or_else(|| format!("_CALIB_CORRECTION={c}: expected {WEIGHT_EXPECTED}"))?,
     };
-    Ok(Some((chunks, inputs, correction)))
+    let refine = match get("_CALIB_REFINE") {
+        None => DEFAULT_REFINE,
+        Some(r) => r
+            .parse::<usize>()
+            .ok()
+            .filter(|&r| r <= MAX_REFINE)
+            .ok_or_else(|| format!("_CALIB_REFINE={r}: expected a number of passes from 0 to {MAX_REFINE}"))?,
+    };
+    Ok(Some(FeedbackAsked { chunks, inputs, correction, refine }))
 }
 
 /// Error feedback as the substitutions ask for it ([`feedback_asked`]), over the configured
 /// calibration text, which must exist and must not be the gate's text.
 fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::feedback::FeedbackOptions>, String> {
     use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
-    let Some((chunks, inputs, correction)) = feedback_asked(&cx.spec.substitutions)? else {
+    let Some(FeedbackAsked { chunks, inputs, correction, refine }) = feedback_asked(&cx.spec.substitutions)? else {
         cx.line("encode: error feedback is off (_CALIB_TEXT is empty)");
         return Ok(None);
     };
@@ -268,13 +284,15 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         Inputs::Asymmetric => format!(", asymmetric inputs, correction {correction}"),
         i => format!(", {} inputs", i.name()),
     };
-    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens{aim})", text.display()));
+    let refined = if refine > 0 { format!(", {refine} refinement pass(es)") } else { String::new() };
+    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens{aim}{refined})", text.display()));
     Ok(Some(FeedbackOptions {
         text,
         chunks,
         inputs,
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
         correction,
+        refine,
     }))
 }
 
@@ -470,9 +488,13 @@ fn step_persist(cx: &mut Ctx) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::feedback_asked;
+    use super::{feedback_asked, FeedbackAsked};
     use crate::config::FeedbackConfig;
-    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION};
+    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE};
+
+    fn asked(chunks: usize, inputs: Inputs, correction: f64, refine: usize) -> FeedbackAsked {
+        FeedbackAsked { chunks, inputs, correction, refine }
+    }
 
     fn subs(kv: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
         kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -496,11 +518,11 @@ mod tests {
         };
         assert_eq!(
             feedback_asked(&params(&FeedbackConfig::default())).unwrap(),
-            Some((DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION))
+            Some(asked(DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION, DEFAULT_REFINE))
         );
         for inputs in Inputs::ALL {
-            let f = FeedbackConfig { chunks: 5, inputs, correction: 0.45, ..Default::default() };
-            assert_eq!(feedback_asked(&params(&f)).unwrap(), Some((5, inputs, 0.45)), "{inputs:?}");
+            let f = FeedbackConfig { chunks: 5, inputs, correction: 0.45, refine: 2, ..Default::default() };
+            assert_eq!(feedback_asked(&params(&f)).unwrap(), Some(asked(5, inputs, 0.45, 2)), "{inputs:?}");
         }
         let off = FeedbackConfig { enabled: false, inputs: Inputs::Asymmetric, ..Default::default() };
         assert_eq!(feedback_asked(&params(&off)).unwrap(), None);
@@ -510,7 +532,14 @@ mod tests {
             m.extend(subs(kv));
             feedback_asked(&m)
         };
-        assert_eq!(on(&[("_CALIB_INPUTS", "")]).unwrap(), Some((DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION)));
+        assert_eq!(
+            on(&[("_CALIB_INPUTS", ""), ("_CALIB_REFINE", "")]).unwrap(),
+            Some(asked(DEFAULT_CHUNKS, Inputs::DEFAULT, DEFAULT_CORRECTION, DEFAULT_REFINE))
+        );
+        for bad in ["-1", "5", "one"] {
+            let e = on(&[("_CALIB_REFINE", bad)]).unwrap_err();
+            assert!(e.starts_with(&format!("_CALIB_REFINE={bad}: expected a number of passes from 0 to 4")), "{e}");
+        }
         let e = on(&[("_CALIB_INPUTS", "sideways")]).unwrap_err();
         assert!(e.contains("_CALIB_INPUTS=sideways: expected one of asymmetric, f16, encoded"), "{e}");
         for bad in ["-0.1", "NaN", "inf", "a lot"] {

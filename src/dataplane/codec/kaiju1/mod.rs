@@ -8,7 +8,7 @@ use half::f16;
 use rayon::prelude::*;
 
 pub(crate) mod feedback;
-pub use feedback::{encode_tensor_feedback, BATCH_COLS};
+pub use feedback::{encode_tensor_feedback, refine_tensor, tensor_stats, BATCH_COLS};
 
 pub const VERSION: u32 = 1;
 pub const BLOCK: usize = N;
