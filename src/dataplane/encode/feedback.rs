@@ -63,9 +63,9 @@ pub const DEFAULT_PRIOR: f64 = 1.0;
 /// encodes of one setting land" and the section after it).
 pub const DEFAULT_CORRECTION: f64 = 0.5;
 /// Passes of block coordinate descent after each tensor's feedback encode by default
-/// (`--calib-refine`): none; one pass costs about a third more encode time on
-/// Qwen2.5-Coder-0.5B and one more n × n matrix in memory (docs/BENCHMARKS.md, "Block
-/// coordinate descent after the feedback").
+/// (`--calib-refine`): none. One pass took 2% off Qwen2.5-Coder-0.5B's KLD in domain (about 5%
+/// with `--search 2`) for a fifth more encode time; at 7B width it costs half again and one more
+/// n × n matrix in memory (docs/BENCHMARKS.md, "Block coordinate descent after the feedback").
 pub const DEFAULT_REFINE: usize = 0;
 /// The most passes `--calib-refine` takes (each after the first gains less).
 pub const MAX_REFINE: usize = 4;
@@ -172,7 +172,6 @@ pub struct FeedbackReport {
     /// under [`Inputs::Asymmetric`], else 0)
     pub sink_positions: usize,
     /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
-    #[serde(default)]
     pub refine: usize,
     /// matmul inputs whose moments were factored
     pub factored: usize,

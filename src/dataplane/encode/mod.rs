@@ -756,8 +756,12 @@ fn encode_fed(
                     None => orig.clone(),
                 };
                 for _ in 0..f.refine {
-                    kaiju1::refine_tensor(&mut work, &mut bytes, &target, n, h, opts)
-                        .map_err(|msg| EncodeError::Feedback { path: name.into(), msg: format!("refining: {msg}") })?;
+                    kaiju1::refine_tensor(&mut work, &mut bytes, &target, n, h, opts).map_err(|msg| {
+                        EncodeError::Feedback {
+                            path: job.feedback.as_ref().map(|o| o.text.clone()).unwrap_or_default(),
+                            msg: format!("refining {name}: {msg}"),
+                        }
+                    })?;
                 }
                 st = kaiju1::tensor_stats(&work, &orig, n, imp, st.decodes);
             }
