@@ -161,11 +161,12 @@ impl Moments {
         }
         Ok((h, factor_damped(a, n)?))
     }
+}
 
-    /// Moments from a symmetric n × n matrix `h` (row-major; its own second moments).
-    pub fn from_symmetric(n: usize, h: Vec<f32>) -> Moments {
-        Moments { n, a: h, tokens: 0 }
-    }
+/// U (n × n, row-major upper) with H⁻¹ = Uᵀ U for a symmetric positive definite `h` (n × n,
+/// row-major; row-major and column-major read a symmetric matrix alike), undamped.
+pub fn inverse_factor_of(h: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
+    factor_damped(h, n)
 }
 
 /// H + m(λ I + α P / p̄) on the diagonal of `a` (column-major lower, n × n) in place

@@ -198,6 +198,7 @@ pub struct Factor<'a> {
     /// under `--calib-refine`: the damped moments themselves (n × n, row-major, symmetric), for
     /// the passes of block coordinate descent the encoder runs after the feedback
     pub h: Option<&'a [f32]>,
+    /// the passes (`h` is given exactly where there are any)
     pub refine: usize,
     pub n: usize,
     pub target: Option<&'a Target<'a>>,
@@ -509,14 +510,14 @@ impl<'g> Calibration<'g> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{Factor, Target};
     use crate::dataplane::codec::kaiju1::{self, EncodeOptions, Variant};
     use crate::dataplane::codec::leech::tests::Rng;
     use crate::dataplane::linalg::Moments;
 
     /// Σ x xᵀ of `t` correlated inputs of width `n`, and the inputs.
-    fn correlated(n: usize, t: usize, seed: u64) -> (Moments, Vec<f32>) {
+    pub(crate) fn correlated(n: usize, t: usize, seed: u64) -> (Moments, Vec<f32>) {
         let mut rng = Rng(seed);
         let mix: Vec<f32> = (0..n * 4).map(|_| rng.gauss()).collect();
         let mut x = vec![0f32; t * n];

@@ -745,7 +745,7 @@ fn encode_fed(
             let opts = EncodeOptions { variant, ..job.opts };
             let (mut bytes, mut st) =
                 kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, lead.as_deref(), imp, opts, kaiju1::BATCH_COLS);
-            if let Some(h) = f.h.filter(|_| f.refine > 0) {
+            if let Some(h) = f.h {
                 // the target the feedback aimed at: W, or W + z U under the asymmetric lead
                 let target = match &lead {
                     Some(z) => {

@@ -138,10 +138,8 @@ pub fn refine_tensor(
         linalg::matmul_nt(&mut g, m, &e, &h[s0 * n..s1 * n], n, false);
         let hss: Vec<f32> = (s0..s1).flat_map(|i| h[i * n + s0..i * n + s1].iter().copied()).collect();
         // H_SS⁻¹ = U_Sᵀ U_S: the super-block's own factor, for c and for its feedback encode
-        let us = linalg::Moments::from_symmetric(m, hss.clone()).inverse_factor(0.0)?;
-        let ust: Vec<f32> = (0..m * m).map(|k| us[(k % m) * m + k / m]).collect();
-        let mut c = vec![0f32; rows * m];
-        linalg::matmul_nt(&mut c, m, &linalg::times_upper_transposed(&g, &us, m), &ust, m, false);
+        let us = linalg::inverse_factor_of(hss.clone(), m)?;
+        let mut c = linalg::matmul_nn(&linalg::times_upper_transposed(&g, &us, m), &us, m, m);
         let old: Vec<f32> = work.chunks(n).flat_map(|r| r[s0..s1].iter().copied()).collect();
         c.iter_mut().zip(&old).for_each(|(c, w)| *c += w);
         let mut new = c.clone();
@@ -311,18 +309,8 @@ pub(crate) mod tests {
     #[test]
     fn refinement_lowers_the_loss_and_keeps_bytes_and_reconstruction_together() {
         let mut rng = Rng(13);
-        let (rows, n, t) = (24, 400, 1200);
-        // correlated inputs: four shared factors, a column scale, noise of each column's own
-        let mix: Vec<f32> = (0..n * 4).map(|_| rng.gauss()).collect();
-        let mut x = vec![0f32; t * n];
-        for row in x.chunks_mut(n) {
-            let f: Vec<f32> = (0..4).map(|_| rng.gauss()).collect();
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = (0..4).map(|k| mix[j * 4 + k] * f[k]).sum::<f32>() * (1.0 + (j % 5) as f32) + 0.3 * rng.gauss();
-            }
-        }
-        let mut m = linalg::Moments::new(n);
-        m.add(&x);
+        let (rows, n) = (24, 400);
+        let (m, _) = crate::dataplane::encode::feedback::tests::correlated(n, 3 * n, 13);
         let (h, u) = m.damped_and_factor(0.1, None).unwrap();
         let w: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.02).collect();
         let z: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.002).collect();
