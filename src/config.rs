@@ -62,6 +62,16 @@ pub struct CostConfig {
     /// the calibration tokens an encode build runs ([feedback] chunks × 512; 0 when off)
     #[serde(skip)]
     pub feedback_tokens: f64,
+    /// the campaign's scale search (`search`), which a queue line's `search=` overrides
+    #[serde(skip)]
+    pub search: u8,
+    /// the campaign's refinement passes (`[feedback] refine`), which a queue line's `refine=`
+    /// overrides
+    #[serde(skip)]
+    pub refine: usize,
+    /// whether encode builds run error feedback (`[feedback] enabled`)
+    #[serde(skip)]
+    pub feedback: bool,
 }
 
 /// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, the feedback section).
@@ -86,6 +96,9 @@ impl Default for CostConfig {
             // [feedback] is on by default, 16 chunks of 512 tokens
             feedback_tokens: (crate::dataplane::encode::feedback::CTX
                 * crate::dataplane::encode::feedback::DEFAULT_CHUNKS) as f64,
+            search: 0,
+            refine: crate::dataplane::encode::feedback::DEFAULT_REFINE,
+            feedback: true,
         }
     }
 }
@@ -528,6 +541,9 @@ impl RawConfig {
         } else {
             0.0
         };
+        cost.search = self.search.unwrap_or(0);
+        cost.refine = self.feedback.refine;
+        cost.feedback = self.feedback.enabled;
         let max_builds = self.cloud.max_concurrent_builds.unwrap_or(3);
         if max_builds == 0 {
             return Err(ConfigError::Invalid("cloud.max_concurrent_builds = 0: expected at least 1".into()));

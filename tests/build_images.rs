@@ -182,7 +182,7 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
     let qs: kaiju::dataplane::gate::qspec::QSpec =
         serde_json::from_str(r#"{"prompt_tokens":[1,2],"expect_token":3}"#).unwrap();
     let b = Buckets { gcs: "g", r2: "r" };
-    let asked = |f: &FeedbackConfig| {
+    let cli_for = |e: &kaiju::controlplane::campaign::queue::Entry, f: &FeedbackConfig| {
         let m = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), f).unwrap();
         let argv: Vec<String> = std::iter::once("kaiju-tui".to_string())
             .chain(args.iter().map(|a| {
@@ -196,8 +196,9 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
             .collect();
         let cli = kaiju::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         assert!(cli.encode);
-        kaiju::commands::files::feedback_options(&cli.enc)
+        cli
     };
+    let asked = |f: &FeedbackConfig| kaiju::commands::files::feedback_options(&cli_for(e, f).enc);
     let d = asked(&FeedbackConfig::default()).expect("on by default");
     assert_eq!(d.text, PathBuf::from(kaiju::config::IMAGE_CALIB_TEXT));
     assert_eq!((d.chunks, d.inputs, d.correction, d.refine), (16, Inputs::DEFAULT, 0.5, 0));
@@ -207,4 +208,11 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
         assert_eq!((o.chunks, o.inputs, o.correction, o.refine), (7, inputs, 0.45, 1), "{inputs:?}");
     }
     assert!(asked(&FeedbackConfig { enabled: false, ..Default::default() }).is_none());
+    // the shipped queue's two small models ask for their own effort (search=2 refine=1) over
+    // the campaign's defaults, which the large ones keep
+    for (id, effort) in [("smollm2-135m", (2, 1)), ("qwen2.5-0.5b", (2, 1)), ("qwen2.5-7b", (0, 0))] {
+        let cli = cli_for(q.get(id).unwrap(), &FeedbackConfig::default());
+        let o = kaiju::commands::files::feedback_options(&cli.enc).expect("on");
+        assert_eq!((cli.enc.search, o.refine), effort, "{id}");
+    }
 }

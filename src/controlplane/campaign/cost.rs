@@ -48,6 +48,49 @@ pub fn feedback_hours(params_b: f64, c: &CostConfig) -> f64 {
     c.feedback_tokens * c.feedback_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
 }
 
+/// What one step of `--search` adds to an encode under error feedback (Qwen2.5-Coder-0.5B at
+/// 3.3 bpw: `--search 2` took the encode from 172–185 s to 211–225 s, +20–25%;
+/// docs/BENCHMARKS.md, "The scale search under error feedback").
+pub const SEARCH_STEP_FEEDBACK: f64 = 0.11;
+/// What one step of `--search` adds to a plain encode (SmolLM2 at q=5: 5.3 s → 12.1 s at
+/// `--search 2`; "A lever judged by KLD: the encoder's scale search radius").
+pub const SEARCH_STEP_PLAIN: f64 = 0.65;
+/// What one `--calib-refine` pass adds to an encode under error feedback (the 7B-width slice:
+/// 301 s → 447 s, +48%; Qwen2.5-Coder-0.5B +20%; "Block coordinate descent after the
+/// feedback"). The campaign's large models set the figure.
+pub const REFINE_PASS: f64 = 0.5;
+
+/// How much longer than the campaign's default encode (`search` 0, no refinement) a model's
+/// encode takes at its effort: the queue line's `search=` / `refine=`, else the campaign's
+/// (`search`, `[feedback] refine`). Refinement runs only under error feedback. It multiplies
+/// the encode's and the feedback's hours, not the gate's.
+pub fn effort(e: &Entry, c: &CostConfig) -> f64 {
+    effort_of(e.search.unwrap_or(c.search), e.refine.unwrap_or(c.refine), c.feedback)
+}
+
+fn effort_of(search: u8, refine: usize, feedback: bool) -> f64 {
+    let s = f64::from(search);
+    if feedback {
+        (1.0 + SEARCH_STEP_FEEDBACK * s) * (1.0 + REFINE_PASS * refine as f64)
+    } else {
+        1.0 + SEARCH_STEP_PLAIN * s
+    }
+}
+
+/// A queued model as the cost model's calibration sees it: the billions of weights its builds
+/// work through and its encode [`effort`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Work {
+    pub b: f64,
+    pub effort: f64,
+}
+
+impl Work {
+    pub fn of(e: &Entry, c: &CostConfig) -> Work {
+        Work { b: e.work_b(), effort: effort(e, c) }
+    }
+}
+
 /// Whether a model's estimate includes the IQ-ladder feeder: only AUTO-FEED models are ever
 /// fed, and only while their f16 truth or imatrix is missing (`minted`: both present); a HOLD
 /// model with a Hugging Face source is counted as it would be once released (HOLD models are
@@ -81,7 +124,7 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     // the encode, the gate and the feedback work through the weights each token is multiplied
     // by (`effective=`); the ladder converts and the disk holds the whole file
     let work = e.work_b();
-    let encode_h = work / 7.0 * c.encode_hours_per_7b + gate_hours(work, c) + feedback_hours(work, c);
+    let encode_h = effort(e, c) * (work / 7.0 * c.encode_hours_per_7b + feedback_hours(work, c)) + gate_hours(work, c);
     let ladder_h = if needs_ladder { e.params_b / 7.0 * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
@@ -148,8 +191,10 @@ pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
 /// figures (the campaign's prior, e.g. the legacy encoder's 8–12 h per 7B) stand until a
 /// build of that kind has succeeded. Linear in parameters like the model itself, so a
 /// small model's fixed overheads make the large ones' estimates err on the long side.
-/// `params_b(id)` gives a queued model's size.
-pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds: &[BuildInfo]) -> CostConfig {
+/// `work(id)` gives a queued model's size and effort; an encode build's hours are divided by
+/// its model's [`effort`], so that a small model encoded with `refine=1` does not inflate a
+/// default-effort model's estimate (which [`estimate`] multiplies back by its own).
+pub fn calibrated(c: &CostConfig, work: impl Fn(&str) -> Option<Work>, builds: &[BuildInfo]) -> CostConfig {
     let per_7b = |kind: BuildKind| {
         let mut v: Vec<f64> = builds
             .iter()
@@ -157,8 +202,9 @@ pub fn calibrated(c: &CostConfig, params_b: impl Fn(&str) -> Option<f64>, builds
             .filter_map(|b| {
                 let (start, finish) = (b.start_time?, b.finish_time?);
                 let id = b.model()?;
-                let params = params_b(&id)?;
-                (params > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / params)
+                let w = work(&id)?;
+                let effort = if kind == BuildKind::Encode { w.effort } else { 1.0 };
+                (w.b > 0.0 && effort > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / w.b / effort)
             })
             .collect();
         v.sort_by(f64::total_cmp);
@@ -490,7 +536,7 @@ mod tests {
         let c = CostConfig::default();
         let q = [e("small", 0.5, Tag::ReadyNow), e("mid", 1.5, Tag::ReadyNow), e("big", 70.0, Tag::AutoFeed)];
         // nothing finished: the configured prior
-        let params = |id: &str| q.iter().find(|e| e.id == id).map(|e| e.params_b);
+        let params = |id: &str| q.iter().find(|e| e.id == id).map(|e| Work::of(e, &c));
         assert_eq!(calibrated(&c, params, &[]), c);
         let h = 3600.0;
         let builds = vec![
@@ -522,5 +568,31 @@ mod tests {
         let big = estimate(&q[2], true, &k);
         assert!((big.encode_h - 14.0).abs() < 1e-9 && (big.ladder_h - 35.0).abs() < 1e-9);
         assert!(!big.flags.iter().any(|f| f.contains("encode step timeout")), "{:?}", big.flags);
+        // a small model built at twice the effort measures its hours at default effort: the
+        // same builds, `small` and `mid` at refine=2 (×2), calibrate to half the figure
+        let heavy: Vec<Entry> = q.iter().map(|e| Entry { refine: Some(2), ..e.clone() }).collect();
+        let k2 = calibrated(&c, |id| heavy.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
+        assert!((k2.encode_hours_per_7b - 0.7).abs() < 1e-9, "{}", k2.encode_hours_per_7b);
+        assert!((k2.ladder_hours_per_7b - 3.5).abs() < 1e-9, "a feeder's hours do not depend on the encode's effort");
+    }
+
+    #[test]
+    fn a_models_search_and_refine_scale_its_encode_hours_not_its_gate() {
+        let c = CostConfig::default();
+        let plain = e("7b", 7.0, Tag::ReadyNow);
+        assert_eq!(effort(&plain, &c), 1.0);
+        let heavy = Entry { search: Some(2), refine: Some(1), ..plain.clone() };
+        let f = effort(&heavy, &c);
+        assert!((f - (1.0 + 2.0 * SEARCH_STEP_FEEDBACK) * (1.0 + REFINE_PASS)).abs() < 1e-12, "{f}");
+        let (a, b) = (estimate(&plain, false, &c), estimate(&heavy, false, &c));
+        let gate = gate_hours(7.0, &c);
+        assert!(((b.encode_h - gate) - f * (a.encode_h - gate)).abs() < 1e-12, "{a:?} {b:?}");
+        // the campaign's own setting counts where the line says nothing, and the line wins
+        let campaign = CostConfig { search: 2, refine: 1, ..c.clone() };
+        assert_eq!(effort(&plain, &campaign), f);
+        assert_eq!(effort(&Entry { search: Some(0), refine: Some(0), ..plain.clone() }, &campaign), 1.0);
+        // without feedback refinement never runs, and the search costs the plain codec's rate
+        let off = CostConfig { feedback: false, ..c };
+        assert_eq!(effort(&heavy, &off), 1.0 + 2.0 * SEARCH_STEP_PLAIN);
     }
 }

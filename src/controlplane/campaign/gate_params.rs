@@ -116,7 +116,8 @@ pub fn encode_params(
         ("_EXPECT_TOKEN", q.expect_token.to_string()),
         ("_REJECT_TOKEN", q.reject_token.map(|t| t.to_string()).unwrap_or_default()),
         ("_PPL_MAX", ppl_max.map(|p| p.to_string()).unwrap_or_default()),
-        ("_SEARCH", search.to_string()),
+        // the queue line's search= / refine= over the campaign's
+        ("_SEARCH", e.search.unwrap_or(search).to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
         ("_MIX", e.mix.clone().unwrap_or_default()),
         ("_BPW", e.bpw.map(|b| b.to_string()).unwrap_or_default()),
@@ -134,7 +135,7 @@ pub fn encode_params(
         ("_CALIB_CHUNKS", feedback.chunks.to_string()),
         ("_CALIB_INPUTS", feedback.inputs.name().to_string()),
         ("_CALIB_CORRECTION", feedback.correction.to_string()),
-        ("_CALIB_REFINE", feedback.refine.to_string()),
+        ("_CALIB_REFINE", e.refine.unwrap_or(feedback.refine).to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -243,11 +244,21 @@ mod tests {
         let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default()).unwrap();
         assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
         assert_eq!(m["_BPW"], "2.6");
-        assert_eq!(
+        let plain =
             encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default())
-                .unwrap()["_BPW"],
-            ""
-        );
+                .unwrap();
+        assert_eq!(plain["_BPW"], "");
+        // the queue's search= and refine= win over the campaign's search and [feedback] refine;
+        // without them the campaign's reach the build
+        let campaign = FeedbackConfig { refine: 2, ..FeedbackConfig::default() };
+        let m = encode_params(&entry("x"), &qspec(), &b, 1, None, &GateConfig::default(), &campaign).unwrap();
+        assert_eq!((m["_SEARCH"].as_str(), m["_CALIB_REFINE"].as_str()), ("1", "2"));
+        let e = Entry { search: Some(2), refine: Some(1), ..entry("x") };
+        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default()).unwrap();
+        assert_eq!((m["_SEARCH"].as_str(), m["_CALIB_REFINE"].as_str()), ("2", "1"));
+        let e = Entry { search: Some(0), refine: Some(0), ..entry("x") };
+        let m = encode_params(&e, &qspec(), &b, 3, None, &GateConfig::default(), &campaign).unwrap();
+        assert_eq!((m["_SEARCH"].as_str(), m["_CALIB_REFINE"].as_str()), ("0", "0"));
     }
 }
 

@@ -1,8 +1,12 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  [search=<0-8>]  [refine=<0-4>]  <STATE>  [# comment / reason]
 //! ```
+//!
+//! `search=` and `refine=` set this model's encode effort (`--search`, `--calib-refine`) over
+//! the campaign's (`search`, `[feedback] refine`): a small model can afford what a large one
+//! cannot.
 //!
 //! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
 //! rewrites only the tokens it changes. Saving re-reads the file under a lock and refuses
@@ -59,6 +63,12 @@ pub struct Entry {
     /// A budget of matmul bits per weight (`bpw=2.6`; see `--bpw`): the encoder allocates
     /// each tensor's variant, and `q=` no longer applies.
     pub bpw: Option<f64>,
+    /// Scale codes the encoder searches each side of a block's estimate (`search=2`; see
+    /// `--search`), over the campaign's `search`. None: the campaign's.
+    pub search: Option<u8>,
+    /// Passes of block coordinate descent after each tensor's feedback encode (`refine=1`; see
+    /// `--calib-refine`), over the campaign's `[feedback] refine`. None: the campaign's.
+    pub refine: Option<usize>,
     pub tag: Tag,
     /// Text after `#` on the line (the reason for HOLD / OUT-OF-SCOPE, or any note).
     pub comment: Option<String>,
@@ -85,6 +95,8 @@ impl Entry {
             modulus: None,
             mix: None,
             bpw: None,
+            search: None,
+            refine: None,
             tag,
             comment: None,
             line: 1,
@@ -118,6 +130,10 @@ pub enum Comment<'a> {
     Clear,
 }
 
+/// The largest `search=` a queue line may ask: each step widens every block's scale search
+/// (docs/BENCHMARKS.md, "The scale search under error feedback", measured 0 and 2).
+pub const MAX_SEARCH: u8 = 8;
+
 /// Separates a hold note from the comment the line had before (restored on unhold).
 pub const HOLD_SEP: &str = " ¦ ";
 
@@ -145,7 +161,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
-    let (mut bpw, mut effective) = (None, None);
+    let (mut bpw, mut effective, mut search, mut refine) = (None, None, None, None);
     let mut seen: Vec<&str> = Vec::new();
     for t in &toks[1..] {
         if let Some((key, _)) = t.split_once('=') {
@@ -187,13 +203,22 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         } else if let Some(v) = t.strip_prefix("mix=") {
             crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
             mix = Some(v.to_string());
+        } else if let Some(v) = t.strip_prefix("search=") {
+            search = Some(v.parse::<u8>().ok().filter(|&s| s <= MAX_SEARCH).ok_or_else(|| {
+                err(format!("{id}: search={v:?}: expected a number of scale codes from 0 to {MAX_SEARCH}, e.g. 2"))
+            })?);
+        } else if let Some(v) = t.strip_prefix("refine=") {
+            use crate::dataplane::encode::feedback::MAX_REFINE;
+            refine = Some(v.parse::<usize>().ok().filter(|&r| r <= MAX_REFINE).ok_or_else(|| {
+                err(format!("{id}: refine={v:?}: expected a number of passes from 0 to {MAX_REFINE}, e.g. 1"))
+            })?);
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
                 return Err(err(format!("{id}: more than one state tag")));
             }
         } else {
             return Err(err(format!(
-                "{id}: unexpected {t:?}: expected params=, effective=, family=, hf=, q=, bpw=, mix= or a state tag ({})",
+                "{id}: unexpected {t:?}: expected params=, effective=, family=, hf=, q=, bpw=, mix=, search=, refine= or a state tag ({})",
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
@@ -216,6 +241,8 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         modulus,
         mix,
         bpw,
+        search,
+        refine,
         tag: tag
             .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
         comment,
@@ -509,10 +536,23 @@ mod tests {
             ("a params=1 family=l params=3 READY-NOW", "params= given twice"),
             ("a params=1e400 family=l READY-NOW", "params=\"1e400\": expected a positive number"),
             ("a params=1 family=l q=7 READY-NOW", "3, 4, 5, 6, 8, 10, 12, 16"),
+            ("a params=1 family=l search=9 READY-NOW", "search=\"9\": expected a number of scale codes from 0 to 8"),
+            ("a params=1 family=l search=-1 READY-NOW", "search=\"-1\": expected a number of scale codes"),
+            ("a params=1 family=l refine=5 READY-NOW", "refine=\"5\": expected a number of passes from 0 to 4"),
+            ("a params=1 family=l refine=1 refine=1 READY-NOW", "refine= given twice"),
         ] {
             let e = Queue::parse(Path::new("queue.txt"), &format!("{line}\n")).unwrap_err().to_string();
             assert!(e.contains("queue.txt:1") && e.contains(says), "{line}: {e}");
         }
+    }
+
+    #[test]
+    fn search_and_refine_are_read_per_model_and_round_trip() {
+        let text = "a params=0.5 family=qwen2 bpw=3.3 search=2 refine=1 READY-NOW # small: the best measured setting\nb params=7 family=qwen2 READY-NOW\n";
+        let q = Queue::parse(Path::new("queue.txt"), text).unwrap();
+        assert_eq!((q.entries[0].search, q.entries[0].refine), (Some(2), Some(1)));
+        assert_eq!((q.entries[1].search, q.entries[1].refine), (None, None));
+        assert_eq!(q.render(), text);
     }
 
     #[test]

@@ -159,17 +159,25 @@ fn probe_line(name: &str, p: &Probe) -> String {
 }
 
 /// What the encode build will write for this model: the queue's `q=` (default 4) with its
-/// bits per weight on full groups of blocks, or its `bpw=` budget; and its `mix=` if any.
+/// bits per weight on full groups of blocks, or its `bpw=` budget; its `mix=` if any; and its
+/// own `search=` / `refine=` where the line sets them.
 fn codec_line(e: &Entry) -> String {
     use crate::dataplane::codec::kaiju1::{self, Variant, BLOCK, GROUP};
+    let mut effort = String::new();
+    if let Some(s) = e.search {
+        effort += &format!(", search {s}");
+    }
+    if let Some(r) = e.refine {
+        effort += &format!(", refine {r}");
+    }
     if let Some(b) = e.bpw {
         let mix = e.mix.as_ref().map(|m| format!(", pinned {m}")).unwrap_or_default();
-        return format!("codec: KAIJU1 allocated for {b} bpw{mix}");
+        return format!("codec: KAIJU1 allocated for {b} bpw{mix}{effort}");
     }
     let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
     let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(BLOCK * GROUP, v))).unwrap_or_default();
     let mix = e.mix.as_ref().map(|m| format!(", mix {m}")).unwrap_or_default();
-    format!("codec: KAIJU1 q={q}{bpw}{mix}")
+    format!("codec: KAIJU1 q={q}{bpw}{mix}{effort}")
 }
 
 /// `flag_margin`: the f16 margin under which a qspec case is flagged as a coin toss
@@ -182,7 +190,7 @@ pub fn rows(
     c: &CostConfig,
     flag_margin: f32,
 ) -> Vec<ZooRow> {
-    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| e.work_b()), builds);
+    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c)), builds);
     let unknown = ModelInventory {
         f16: Probe::Unknown("not probed".into()),
         imatrix: Probe::Unknown("not probed".into()),
@@ -358,9 +366,10 @@ mod tests {
     fn codec_line_names_the_queue_variant_and_mix() {
         let q = crate::controlplane::campaign::queue::Queue::parse(
             std::path::Path::new("queue.txt"),
-            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\n",
+            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\nd  params=0.5  family=qwen2  bpw=3.3  search=2  refine=1  READY-NOW\n",
         )
         .unwrap();
+        assert_eq!(codec_line(&q.entries[3]), "codec: KAIJU1 allocated for 3.3 bpw, search 2, refine 1");
         assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
         assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
         assert_eq!(codec_line(&q.entries[2]), "codec: KAIJU1 allocated for 2.6 bpw");

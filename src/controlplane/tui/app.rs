@@ -644,7 +644,12 @@ impl App {
                     (Some(e), None) => Some((at, e)),
                     (None, _) => None,
                 };
-                let params = |id: &str| rows.iter().find(|r| r.id == id).map(|r| r.params_b);
+                // the ladder's figure: a feeder's hours do not depend on the encode's effort
+                let params = |id: &str| {
+                    rows.iter()
+                        .find(|r| r.id == id)
+                        .map(|r| crate::controlplane::campaign::cost::Work { b: r.params_b, effort: 1.0 })
+                };
                 self.ladder_hours_per_7b =
                     crate::controlplane::campaign::cost::calibrated(&self.cost, params, &builds).ladder_hours_per_7b;
                 self.zoo_error = None;

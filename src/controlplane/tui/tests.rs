@@ -437,26 +437,40 @@ fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
 #[test]
 fn a_build_in_flight_has_its_time_left_or_overdue() {
     let mut a = app();
-    // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s, plus
-    // its gate's and its error feedback's allowances; it started 650 s ago
+    // qwen2.5-0.5b's encode estimate at the default prior: 0.49 / 7 × 0.5 h = 126 s plus its
+    // error feedback's allowance, times its queue line's effort (search=2 refine=1), plus its
+    // gate's allowance; it started 650 s ago
+    use crate::controlplane::campaign::cost;
     let c = crate::config::CostConfig::default();
-    let gate_s = (crate::controlplane::campaign::cost::gate_hours(0.49, &c)
-        + crate::controlplane::campaign::cost::feedback_hours(0.49, &c))
-        * 3600.0;
-    assert!(gate_s > 30.0 && gate_s < 40.0, "{gate_s}");
+    let e = crate::controlplane::campaign::queue::Entry {
+        search: Some(2),
+        refine: Some(1),
+        ..crate::controlplane::campaign::queue::Entry::test(
+            "qwen2.5-0.5b",
+            0.49,
+            crate::controlplane::campaign::queue::Tag::AutoFeed,
+        )
+    };
+    let effort = cost::effort(&e, &c);
+    assert!(effort > 1.8 && effort < 1.9, "{effort}");
+    let fb_s = cost::feedback_hours(0.49, &c) * 3600.0;
+    let gate_s = cost::gate_hours(0.49, &c) * 3600.0;
+    assert!(fb_s > 15.0 && fb_s < 25.0 && gate_s > 10.0 && gate_s < 20.0, "{fb_s} {gate_s}");
+    let total = effort * (126.0 + fb_s) + gate_s;
     let b = building("qwen2.5-0.5b", BuildKind::Encode, "encode");
-    assert!((a.remaining(&b) - (126.0 + gate_s - 650.0)).abs() < 1e-6, "{}", a.remaining(&b));
+    assert!((a.remaining(&b) - (total - 650.0)).abs() < 1e-6, "{}", a.remaining(&b));
     a.now = NOW - 600.0; // 50 s in
-    assert!((a.remaining(&b) - (76.0 + gate_s)).abs() < 1e-6, "{}", a.remaining(&b));
+    assert!((a.remaining(&b) - (total - 50.0)).abs() < 1e-6, "{}", a.remaining(&b));
     let text = |a: &App| {
         let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 48)).unwrap();
         t.draw(|f| super::ui::draw(f, a)).unwrap();
         format!("{:?}", t.backend().buffer())
     };
-    // (the estimate is a hair under 126 s in floating point; whole seconds are shown)
-    assert!(text(&a).contains("50s elapsed · ~1m49s left"), "{}", text(&a));
+    // (the estimate is 280.07 s; whole seconds are shown)
+    assert!((total - 280.07).abs() < 0.01, "{total}");
+    assert!(text(&a).contains("50s elapsed · ~3m50s left"), "{}", text(&a));
     a.now = NOW;
-    assert!(text(&a).contains("10m50s elapsed · 8m10s overdue"), "{}", text(&a));
+    assert!(text(&a).contains("10m50s elapsed · 6m09s overdue"), "{}", text(&a));
 }
 
 #[test]
