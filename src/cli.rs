@@ -115,7 +115,7 @@ pub struct EncodeArgs {
     /// under --calib-text: passes of block coordinate descent over each tensor after its
     /// feedback encode (0 = none; each pass revisits every super-block with all the others as
     /// encoded, and keeps the new points only where they lower the loss; a fifth more encode
-    /// time on Qwen2.5-Coder-0.5B, half again at 7B width, and one more n × n matrix in memory;
+    /// time on Qwen2.5-Coder-0.5B, 30% at 7B width, and half an n × n matrix more in memory;
     /// docs/BENCHMARKS.md, "Block coordinate descent after the feedback")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64))]
     pub calib_refine: u8,

@@ -139,27 +139,80 @@ impl Moments {
         factor_damped(a, n)
     }
 
-    /// The damped moments [`Moments::inverse_factor_with_prior`] factors, whole (n × n,
-    /// symmetric, row-major), beside their factor: (H + m(λ I + α P / p̄), U). The peak while it
-    /// factors is three n × n matrices, and two are handed back.
-    pub fn damped_and_factor(self, damp: f64, prior: Option<(f64, &[f32])>) -> Result<(Vec<f32>, Vec<f32>), String> {
+    /// The damped moments [`Moments::inverse_factor_with_prior`] factors, packed (each row's
+    /// upper part, [`PackedSym`]), beside their factor: (H + m(λ I + α P / p̄), U). The peak
+    /// while it factors is two and a half n × n matrices, and one and a half are handed back.
+    pub fn damped_and_factor(self, damp: f64, prior: Option<(f64, &[f32])>) -> Result<(PackedSym, Vec<f32>), String> {
         let n = self.n;
         let mut a = self.a;
         damp_diagonal(&mut a, n, damp, prior)?;
-        let mut h = a.clone();
-        // the lower triangle (column-major) is the upper one row-major: mirror it, by tiles
-        // so that both sides stay in cache
-        const T: usize = 64;
-        for i0 in (0..n).step_by(T) {
-            for j0 in (0..=i0).step_by(T) {
-                for i in i0..(i0 + T).min(n) {
-                    for j in j0..(j0 + T).min(i) {
-                        h[i * n + j] = h[j * n + i];
-                    }
-                }
+        // the lower triangle (column-major) holds, column j from its diagonal down, row j of
+        // the upper triangle: what the packed form stores, copied column by column
+        let h = PackedSym::from_lower_columns(&a, n);
+        Ok((h, factor_damped(a, n)?))
+    }
+}
+
+/// A symmetric n × n matrix stored once: row i's entries from its diagonal on, H[i][i..n], one
+/// row after another (n (n + 1) / 2 values, half a full matrix).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedSym {
+    pub n: usize,
+    v: Vec<f32>,
+}
+
+impl PackedSym {
+    /// From a column-major matrix whose lower triangle holds the symmetric matrix.
+    fn from_lower_columns(a: &[f32], n: usize) -> PackedSym {
+        let mut v = Vec::with_capacity(n * (n + 1) / 2);
+        for j in 0..n {
+            v.extend_from_slice(&a[j * n + j..(j + 1) * n]);
+        }
+        PackedSym { n, v }
+    }
+
+    /// From a full symmetric matrix (n × n, row-major; only its upper triangle is read).
+    pub fn from_full(h: &[f32], n: usize) -> PackedSym {
+        let mut v = Vec::with_capacity(n * (n + 1) / 2);
+        for i in 0..n {
+            v.extend_from_slice(&h[i * n + i..(i + 1) * n]);
+        }
+        PackedSym { n, v }
+    }
+
+    /// H[i][j], any i, j.
+    pub fn get(&self, i: usize, j: usize) -> f32 {
+        let (r, c) = if i <= j { (i, j) } else { (j, i) };
+        self.v[self.offset(r) + (c - r)]
+    }
+
+    /// Where row r's diagonal entry sits: the rows before it hold n + (n − 1) + … + (n − r + 1).
+    fn offset(&self, r: usize) -> usize {
+        r * self.n - r * r.saturating_sub(1) / 2
+    }
+
+    /// Rows `s0..s1` of H, whole (m × n, row-major, m = s1 − s0): each row's part from the
+    /// diagonal on is a slice of the store; the part before it is the column above, read from
+    /// the earlier rows.
+    pub fn rows(&self, s0: usize, s1: usize) -> Vec<f32> {
+        let n = self.n;
+        let m = s1 - s0;
+        let mut out = vec![0f32; m * n];
+        for (r, row) in out.chunks_mut(n).enumerate() {
+            let i = s0 + r;
+            let o = self.offset(i);
+            row[i..].copy_from_slice(&self.v[o..o + (n - i)]);
+        }
+        // H[i][k] for k < i: row k's entry i − k; row k's entries for i in s0..s1 (i > k) are
+        // contiguous, so read them once per k
+        for k in 0..s1.saturating_sub(1) {
+            let lo = s0.max(k + 1);
+            let o = self.offset(k);
+            for (i, &x) in (lo..s1).zip(&self.v[o + (lo - k)..o + (s1 - k)]) {
+                out[(i - s0) * n + k] = x;
             }
         }
-        Ok((h, factor_damped(a, n)?))
+        out
     }
 }
 

@@ -64,8 +64,9 @@ pub const DEFAULT_PRIOR: f64 = 1.0;
 pub const DEFAULT_CORRECTION: f64 = 0.5;
 /// Passes of block coordinate descent after each tensor's feedback encode by default
 /// (`--calib-refine`): none. One pass took 2% off Qwen2.5-Coder-0.5B's KLD in domain (about 5%
-/// with `--search 2`) for a fifth more encode time; at 7B width it costs half again and one more
-/// n × n matrix in memory (docs/BENCHMARKS.md, "Block coordinate descent after the feedback").
+/// with `--search 2`) for a fifth more encode time; at 7B width it costs 30% more time and half
+/// an n × n matrix in memory (docs/BENCHMARKS.md, "Block coordinate descent after the feedback"
+/// and "Encode effort per model"). A queue line's `refine=` turns it on for one model.
 pub const DEFAULT_REFINE: usize = 0;
 /// The most passes `--calib-refine` takes (each after the first gains less).
 pub const MAX_REFINE: usize = 4;
@@ -195,9 +196,9 @@ pub enum Encoded {
 /// under [`Inputs::Asymmetric`], the target to encode the tensor towards.
 pub struct Factor<'a> {
     pub u: &'a [f32],
-    /// under `--calib-refine`: the damped moments themselves (n × n, row-major, symmetric), for
-    /// the passes of block coordinate descent the encoder runs after the feedback
-    pub h: Option<&'a [f32]>,
+    /// under `--calib-refine`: the damped moments themselves (packed: half an n × n), for the
+    /// passes of block coordinate descent the encoder runs after the feedback
+    pub h: Option<&'a crate::dataplane::linalg::PackedSym>,
     /// the passes (`h` is given exactly where there are any)
     pub refine: usize,
     pub n: usize,
@@ -475,7 +476,8 @@ impl<'g> Calibration<'g> {
             path: self.opts.text.clone(),
             msg: format!("the input of {name}: {msg}"),
         };
-        // the refinement needs H itself beside its factor: one more n × n while the group encodes
+        // the refinement needs H itself beside its factor: half an n × n more (packed) while
+        // the group encodes
         let (h, u) = if self.opts.refine > 0 {
             let (h, u) = m.damped_and_factor(DAMP, prior).map_err(failed)?;
             (Some(h), u)
@@ -494,7 +496,7 @@ impl<'g> Calibration<'g> {
         {
             let got = encode(
                 &p.tensor(li),
-                &Factor { u: &u, h: h.as_deref(), refine: self.opts.refine, n, target: target.as_ref() },
+                &Factor { u: &u, h: h.as_ref(), refine: self.opts.refine, n, target: target.as_ref() },
             )?;
             if let (Encoded::Reconstruction(v), Inputs::Encoded | Inputs::Asymmetric) = (got, self.opts.inputs) {
                 own[p as usize] = Some(Weight::dense(rows, cols, v));
@@ -594,7 +596,7 @@ pub(crate) mod tests {
     }
 
     /// What `--calib-refine` keeps beside the factor is the matrix factored: the damped moments,
-    /// whole and symmetric (n = 301 spans several of the mirror's tiles), and the same factor.
+    /// symmetric, whatever rows are asked of the packed store, and the same factor.
     #[test]
     fn the_damped_moments_kept_for_refining_are_the_ones_factored() {
         let n = 301;
@@ -604,12 +606,25 @@ pub(crate) mod tests {
         let u = m.inverse_factor(0.01).unwrap();
         let (h, u2) = correlated(n, 4 * n, 3).0.damped_and_factor(0.01, None).unwrap();
         assert_eq!(u, u2, "the same factor");
+        let want = |i: usize, j: usize| full[i * n + j] + if i == j { 0.01 * mean } else { 0.0 };
         for i in 0..n {
             for j in 0..n {
-                let want = full[i * n + j] + if i == j { 0.01 * mean } else { 0.0 };
-                assert!((h[i * n + j] as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "({i},{j})");
+                assert!((h.get(i, j) as f64 - want(i, j)).abs() <= 1e-5 * want(i, j).abs().max(1.0), "({i},{j})");
             }
         }
+        // rows as the refinement reads them: a first super-block, one inside, a partial last
+        for (s0, s1) in [(0, 192), (96, 288), (192, 301), (300, 301)] {
+            let rows = h.rows(s0, s1);
+            assert_eq!(rows.len(), (s1 - s0) * n);
+            for i in s0..s1 {
+                for j in 0..n {
+                    assert_eq!(rows[(i - s0) * n + j], h.get(i, j), "rows {s0}..{s1}: ({i},{j})");
+                }
+            }
+        }
+        // the packed store is what the full symmetric matrix packs to
+        let dense: Vec<f32> = (0..n * n).map(|k| h.get(k / n, k % n)).collect();
+        assert_eq!(crate::dataplane::linalg::PackedSym::from_full(&dense, n), h);
     }
 
     /// The imatrix prior interpolates between feedback and the plain encoder: without weight it

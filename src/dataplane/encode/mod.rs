@@ -746,17 +746,15 @@ fn encode_fed(
             let (mut bytes, mut st) =
                 kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, lead.as_deref(), imp, opts, kaiju1::BATCH_COLS);
             if let Some(h) = f.h {
-                // the target the feedback aimed at: W, or W + z U under the asymmetric lead
-                let target = match &lead {
-                    Some(z) => {
-                        let mut t = linalg::matmul_nn(z, u, n, n);
-                        t.iter_mut().zip(&orig).for_each(|(t, w)| *t += w);
-                        t
-                    }
-                    None => orig.clone(),
+                // E = T − Ŵ for the target the feedback aimed at, T = W or W + z U under the
+                // asymmetric lead (z freed once used: at 7B width each is a rows × n of 0.27 GB)
+                let mut e = match lead {
+                    Some(z) => linalg::matmul_nn(&z, u, n, n),
+                    None => vec![0f32; rows * ne0],
                 };
+                e.par_iter_mut().zip(orig.par_iter().zip(work.par_iter())).for_each(|(e, (o, w))| *e += o - w);
                 for _ in 0..f.refine {
-                    kaiju1::refine_tensor(&mut work, &mut bytes, &target, n, h, opts).map_err(|msg| {
+                    kaiju1::refine_tensor(&mut work, &mut bytes, &mut e, n, h, opts).map_err(|msg| {
                         EncodeError::Feedback {
                             path: job.feedback.as_ref().map(|o| o.text.clone()).unwrap_or_default(),
                             msg: format!("refining {name}: {msg}"),

@@ -113,30 +113,32 @@ where
 /// encoded with feedback within the super-block under H_SS, and each row takes the new points
 /// only where they lower that loss, so the pass never raises any row's loss.
 ///
-/// `work` holds Ŵ (rows × n) and `out` its bytes on entry; both are updated. `target` is T,
-/// `h` the damped moments H (n × n, row-major, symmetric). Returns how many (row, super-block)
+/// `work` holds Ŵ (rows × n) and `out` its bytes on entry; both are updated. `e` holds the
+/// error E = T − Ŵ on entry and is kept equal to it (T itself is never needed, so the caller
+/// holds one rows × n less), `h` the damped moments H. Returns how many (row, super-block)
 /// pairs took new points.
 pub fn refine_tensor(
     work: &mut [f32],
     out: &mut [u8],
-    target: &[f32],
+    e: &mut [f32],
     n: usize,
-    h: &[f32],
+    h: &linalg::PackedSym,
     opts: EncodeOptions,
 ) -> Result<usize, String> {
-    debug_assert_eq!(h.len(), n * n);
+    debug_assert_eq!((h.n, e.len()), (n, work.len()));
     let rows = work.len() / n;
     let rb = row_bytes(n, opts.variant);
     let ib = opts.variant.index_bytes();
-    let mut e: Vec<f32> = target.iter().zip(work.iter()).map(|(t, w)| t - w).collect();
     let mut changed = 0usize;
     for s0 in (0..n).step_by(GROUP * BLOCK) {
         let s1 = (s0 + GROUP * BLOCK).min(n);
         let m = s1 - s0;
         // (E H)_S = E H[S, :]ᵀ (H symmetric)
+        let panel = h.rows(s0, s1);
         let mut g = vec![0f32; rows * m];
-        linalg::matmul_nt(&mut g, m, &e, &h[s0 * n..s1 * n], n, false);
-        let hss: Vec<f32> = (s0..s1).flat_map(|i| h[i * n + s0..i * n + s1].iter().copied()).collect();
+        linalg::matmul_nt(&mut g, m, e, &panel, n, false);
+        let hss: Vec<f32> = panel.chunks(n).flat_map(|r| r[s0..s1].iter().copied()).collect();
+        drop(panel);
         // H_SS⁻¹ = U_Sᵀ U_S: the super-block's own factor, for c and for its feedback encode
         let us = linalg::inverse_factor_of(hss.clone(), m)?;
         let mut c = linalg::matmul_nn(&linalg::times_upper_transposed(&g, &us, m), &us, m, m);
@@ -156,9 +158,10 @@ pub fn refine_tensor(
             changed += 1;
             out[r * rb + pos..r * rb + pos + srb].copy_from_slice(&bytes[r * srb..(r + 1) * srb]);
             for j in 0..m {
-                let v = new[r * m + j];
-                work[r * n + s0 + j] = v;
-                e[r * n + s0 + j] = target[r * n + s0 + j] - v;
+                // E = T − Ŵ moves by what Ŵ moves
+                let (v, k) = (new[r * m + j], r * n + s0 + j);
+                e[k] += work[k] - v;
+                work[k] = v;
             }
         }
     }
@@ -319,7 +322,7 @@ pub(crate) mod tests {
             (0..rows)
                 .map(|r| {
                     let e: Vec<f64> = (0..n).map(|j| (target[r * n + j] - rec[r * n + j]) as f64).collect();
-                    (0..n).map(|i| e[i] * (0..n).map(|j| h[i * n + j] as f64 * e[j]).sum::<f64>()).sum()
+                    (0..n).map(|i| e[i] * (0..n).map(|j| h.get(i, j) as f64 * e[j]).sum::<f64>()).sum()
                 })
                 .collect()
         };
@@ -329,8 +332,13 @@ pub(crate) mod tests {
             let mut work = w.clone();
             let (mut bytes, _) = encode_tensor_feedback(&mut work, &w, n, &u, lead, |_| &imp, opts, BATCH_COLS);
             let before = losses(&target, &work);
-            let changed = refine_tensor(&mut work, &mut bytes, &target, n, &h, opts).unwrap();
+            let mut e: Vec<f32> = target.iter().zip(&work).map(|(t, w)| t - w).collect();
+            let changed = refine_tensor(&mut work, &mut bytes, &mut e, n, &h, opts).unwrap();
             let after = losses(&target, &work);
+            // the error it carries is still T − Ŵ
+            let drift =
+                e.iter().zip(target.iter().zip(&work)).map(|(e, (t, w))| (e - (t - w)).abs()).fold(0f32, f32::max);
+            assert!(drift < 1e-6, "the carried error drifted {drift} from T − Ŵ");
             assert!(changed > 0, "some super-blocks take new points");
             for (r, (a, b)) in after.iter().zip(&before).enumerate() {
                 assert!(*a <= b * (1.0 + 1e-4), "row {r}: loss {b} rose to {a}");
