@@ -62,8 +62,8 @@ pub struct EncodeArgs {
     /// telemetry JSON output
     #[arg(long)]
     pub telemetry: Option<PathBuf>,
-    /// scale codes searched on each side of the estimate (quality/speed)
-    #[arg(long, default_value_t = 0)]
+    /// scale codes searched on each side of the estimate (quality/speed; 0 to 8)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::codec::kaiju1::MAX_SEARCH as i64))]
     pub search: u8,
     /// Voronoi modulus q of the codebook Λ24/qΛ24: 3 = 1.92 bpw, 4 = 2.25 (default), 5 = 2.58,
     /// 6 = 2.92, 8 = 3.25, 10 = 3.58, 12 = 3.92, 16 = 4.25
@@ -451,4 +451,26 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
 /// The command line as given, with each command's campaign options taken into the top level.
 pub fn parse() -> Cli {
     absorb(Cli::parse())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::Parser;
+
+    /// The encoder's effort flags take what a queue line and the configuration take, and
+    /// nothing wider: a refusal names the flag and the range.
+    #[test]
+    fn the_effort_flags_are_range_checked() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["kaiju-tui", "--encode", "--calib-text", "c.txt"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|c| (c.enc.search, c.enc.calib_refine)).map_err(|e| e.to_string())
+        };
+        assert_eq!(parse(&["--search", "8", "--calib-refine", "4"]), Ok((8, 4)));
+        for (flag, bad) in [("--search", "9"), ("--calib-refine", "5")] {
+            let e = parse(&[flag, bad]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(bad) && e.contains("0..="), "{flag} {bad}: {e}");
+        }
+    }
 }

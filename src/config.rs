@@ -528,6 +528,12 @@ impl RawConfig {
                 crate::dataplane::encode::feedback::DEFAULT_CORRECTION
             )));
         }
+        if let Some(s) = self.search.filter(|&s| s > crate::dataplane::codec::kaiju1::MAX_SEARCH) {
+            return Err(ConfigError::Invalid(format!(
+                "search = {s}: expected a number of scale codes from 0 to {} (0 by default)",
+                crate::dataplane::codec::kaiju1::MAX_SEARCH
+            )));
+        }
         if self.feedback.refine > crate::dataplane::encode::feedback::MAX_REFINE {
             return Err(ConfigError::Invalid(format!(
                 "feedback.refine = {}: expected a number of passes from 0 to {} ({} by default)",
@@ -802,6 +808,8 @@ mod tests {
             let f = resolve(&format!("[feedback]\ninputs = \"{}\"\ncorrection = 0.5\nrefine = 1\n", i.name())).unwrap();
             assert_eq!((f.inputs, f.correction, f.refine), (i, 0.5, 1));
         }
+        let e = resolve("search = 9\n").unwrap_err();
+        assert!(e.contains("search = 9: expected a number of scale codes from 0 to 8"), "{e}");
         let e = resolve("[feedback]\nrefine = 5\n").unwrap_err();
         assert!(e.contains("feedback.refine = 5: expected a number of passes from 0 to 4"), "{e}");
         let e = resolve("[feedback]\ninputs = \"sideways\"\n").unwrap_err();

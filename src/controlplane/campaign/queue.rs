@@ -130,10 +130,6 @@ pub enum Comment<'a> {
     Clear,
 }
 
-/// The largest `search=` a queue line may ask: each step widens every block's scale search
-/// (docs/BENCHMARKS.md, "The scale search under error feedback", measured 0 and 2).
-pub const MAX_SEARCH: u8 = 8;
-
 /// Separates a hold note from the comment the line had before (restored on unhold).
 pub const HOLD_SEP: &str = " ¦ ";
 
@@ -204,6 +200,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
             mix = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("search=") {
+            use crate::dataplane::codec::kaiju1::MAX_SEARCH;
             search = Some(v.parse::<u8>().ok().filter(|&s| s <= MAX_SEARCH).ok_or_else(|| {
                 err(format!("{id}: search={v:?}: expected a number of scale codes from 0 to {MAX_SEARCH}, e.g. 2"))
             })?);

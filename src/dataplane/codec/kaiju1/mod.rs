@@ -120,6 +120,11 @@ pub enum KaijuError {
     Rows { n: usize, ne0: usize },
 }
 
+/// The widest scale search the tools take (`--search`, `search`, a queue line's `search=`):
+/// each step widens every block's search; 2 is the widest measured by KLD (docs/BENCHMARKS.md,
+/// "The scale search under error feedback").
+pub const MAX_SEARCH: u8 = 8;
+
 /// Encoder knobs.
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
