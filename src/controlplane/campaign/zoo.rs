@@ -42,6 +42,21 @@ pub struct ZooRow {
     pub detail: Vec<String>,
 }
 
+/// The zoo's columns, as `status` prints them and the control room heads them when wide.
+pub const COLUMNS: [&str; 11] =
+    ["model", "params", "family", "state", "f16", "imat", "base", "gate", "est h", "est $", "gate result / note"];
+
+/// The narrow control room's labels for the same columns less `family` and the note.
+pub const SHORT_COLUMNS: [&str; 9] = ["model", "params", "state", "f16", "im", "bs", "gt", "est h", "est $"];
+
+impl ZooRow {
+    /// The zoo's last column, the same in `status` and the control room: the shipped knot's gate
+    /// result, else why the model is held or out of scope, else its last build.
+    pub fn note(&self) -> Option<&str> {
+        self.gate_result.as_deref().or(self.reason.as_deref()).or(self.last_build.as_deref())
+    }
+}
+
 /// How the zoo tables mark a model's qspec: an argmax gate, no qspec, a qspec that does not
 /// parse (the operator must fix the file), or one that is not a gate (a gateway sentinel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,19 +317,10 @@ pub fn plan(rows: &[ZooRow], c: &CostConfig) -> cost::Plan {
 }
 
 pub fn table(rows: &[ZooRow]) -> String {
+    let c = COLUMNS;
     let mut s = format!(
         "{:<22} {:>7} {:<8} {:<13} {:^4} {:^4} {:^4} {:^4} {:>8} {:>9}  {}\n",
-        "model",
-        "params",
-        "family",
-        "state",
-        "f16",
-        "imat",
-        "base",
-        "gate",
-        "hours",
-        "cost $",
-        "gate result / why held"
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]
     );
     for r in rows {
         s += &format!(
@@ -329,7 +335,7 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.gate_mark.glyph(),
             r.hours_cell(),
             r.usd_cell(),
-            r.gate_result.as_deref().or(r.reason.as_deref()).unwrap_or("")
+            r.note().unwrap_or("")
         );
     }
     s
@@ -360,6 +366,29 @@ mod tests {
         assert!(r.details[0].contains("KLD mean 0.0812") && r.details[0].contains("top-1 91.23%"), "{:?}", r.details);
         assert!(r.details[1].contains("kld_max 0.3 · top1_min unset"), "{:?}", r.details);
         assert!(r.details.iter().any(|d| d.starts_with("gate missed: PPL ratio")), "{:?}", r.details);
+    }
+
+    /// `status` and the control room read one last column: the gate's result, else why the
+    /// model is held, else its last build; and `status` heads its columns as the wide room does.
+    #[test]
+    fn status_and_the_control_room_share_the_columns_and_the_note() {
+        let q = crate::controlplane::campaign::queue::Queue::parse(
+            std::path::Path::new("queue.txt"),
+            "a  params=0.5  family=qwen2  HOLD  # waiting for a licence\nb  params=7  family=qwen2  READY-NOW\n",
+        )
+        .unwrap();
+        let rows = rows(&q.entries, &Inventory::new(), &[], &MarkerSet::default(), &CostConfig::default(), 1.0);
+        assert_eq!(rows[0].note(), Some("waiting for a licence"));
+        assert_eq!(rows[1].note(), None);
+        let built = ZooRow { last_build: Some("b7 FAILURE".into()), ..rows[1].clone() };
+        assert_eq!(built.note(), Some("b7 FAILURE"));
+        let gated = ZooRow { gate_result: Some("PASS kld 0.1".into()), ..built.clone() };
+        assert_eq!(gated.note(), Some("PASS kld 0.1"));
+        let t = table(&[rows[0].clone(), built, gated]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>().join(" "), COLUMNS.join(" "));
+        assert!(lines[1].ends_with("waiting for a licence") && lines[2].ends_with("b7 FAILURE"), "{t}");
+        assert!(lines[3].ends_with("PASS kld 0.1"), "{t}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::app::{App, Mode, Pane, SortKey, View};
 use super::keymap::Act;
 use crate::controlplane::backend::store::Probe;
 use crate::controlplane::campaign::state::ModelState;
-use crate::controlplane::campaign::zoo::GateMark;
+use crate::controlplane::campaign::zoo::{GateMark, COLUMNS, SHORT_COLUMNS};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -144,23 +144,7 @@ fn draw_header(f: &mut Frame, app: &App, r: Rect) {
 
 fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
     let vis = app.visible();
-    let header_cells: Vec<&str> = if wide {
-        vec![
-            "model",
-            "params",
-            "family",
-            "state",
-            "f16",
-            "imat",
-            "base",
-            "gate",
-            "est h",
-            "est $",
-            "gate result / last build",
-        ]
-    } else {
-        vec!["model", "params", "state", "f16", "im", "bs", "gt", "est h", "est $"]
-    };
+    let header_cells: Vec<&str> = if wide { COLUMNS.to_vec() } else { SHORT_COLUMNS.to_vec() };
     // on a narrow screen the model id keeps its width: the estimate columns give way first
     // (the cost pane and the details popup still show them)
     let shown = if wide {
@@ -196,12 +180,12 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
             cells.push(Cell::from(z.hours_cell()));
             cells.push(Cell::from(z.usd_cell()));
             if wide {
-                let (text, st) = match &z.gate_result {
-                    Some(g) if g.starts_with("PASS") => (g.clone(), app.theme.role(app.theme.ok)),
-                    Some(g) => (g.clone(), app.theme.role(app.theme.bad)),
-                    None => (z.last_build.clone().unwrap_or_default(), app.theme.role(app.theme.dim)),
+                let role = match &z.gate_result {
+                    Some(g) if g.starts_with("PASS") => app.theme.ok,
+                    Some(_) => app.theme.bad,
+                    None => app.theme.dim,
                 };
-                cells.push(Cell::from(text).style(st));
+                cells.push(Cell::from(z.note().unwrap_or_default().to_string()).style(app.theme.role(role)));
             }
             cells.truncate(shown);
             Row::new(cells)
