@@ -368,15 +368,16 @@ mod tests {
         assert!(r.details.iter().any(|d| d.starts_with("gate missed: PPL ratio")), "{:?}", r.details);
     }
 
+    fn queue(text: &str) -> crate::controlplane::campaign::queue::Queue {
+        crate::controlplane::campaign::queue::Queue::parse(std::path::Path::new("queue.txt"), text).unwrap()
+    }
+
     /// `status` and the control room read one last column: the gate's result, else why the
     /// model is held, else its last build; and `status` heads its columns as the wide room does.
     #[test]
     fn status_and_the_control_room_share_the_columns_and_the_note() {
-        let q = crate::controlplane::campaign::queue::Queue::parse(
-            std::path::Path::new("queue.txt"),
-            "a  params=0.5  family=qwen2  HOLD  # waiting for a licence\nb  params=7  family=qwen2  READY-NOW\n",
-        )
-        .unwrap();
+        let q =
+            queue("a  params=0.5  family=qwen2  HOLD  # waiting for a licence\nb  params=7  family=qwen2  READY-NOW\n");
         let rows = rows(&q.entries, &Inventory::new(), &[], &MarkerSet::default(), &CostConfig::default(), 1.0);
         assert_eq!(rows[0].note(), Some("waiting for a licence"));
         assert_eq!(rows[1].note(), None);
@@ -393,11 +394,9 @@ mod tests {
 
     #[test]
     fn codec_line_names_the_queue_variant_and_mix() {
-        let q = crate::controlplane::campaign::queue::Queue::parse(
-            std::path::Path::new("queue.txt"),
+        let q = queue(
             "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\nd  params=0.5  family=qwen2  bpw=3.3  search=2  refine=1  READY-NOW\n",
-        )
-        .unwrap();
+        );
         assert_eq!(codec_line(&q.entries[3]), "codec: KAIJU1 allocated for 3.3 bpw, search 2, refine 1");
         assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
         assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
