@@ -749,8 +749,7 @@ pub(crate) mod tests {
                 kaiju1::encode_row(&w[r * n..(r + 1) * n], &diag, opts, o);
             }
             let mut work = w.clone();
-            let (b, _) =
-                kaiju1::encode_tensor_feedback(&mut work, &w, n, &u, None, |_| &diag, opts, kaiju1::BATCH_COLS);
+            let (b, _) = kaiju1::encode_tensor_feedback(&mut work, n, &u, None, opts, kaiju1::BATCH_COLS);
             // the working copy ends as what the knot decodes to
             let mut back = vec![0f32; rows * n];
             kaiju1::dequantize_rows(&b, n, &mut back, opts.variant).unwrap();

@@ -743,8 +743,8 @@ fn encode_fed(
             let (imps, rows_per_mat) = importances(im, ft);
             let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
             let opts = EncodeOptions { variant, ..job.opts };
-            let (mut bytes, mut st) =
-                kaiju1::encode_tensor_feedback(&mut work, &orig, n, u, lead.as_deref(), imp, opts, kaiju1::BATCH_COLS);
+            let (mut bytes, decodes) =
+                kaiju1::encode_tensor_feedback(&mut work, n, u, lead.as_deref(), opts, kaiju1::BATCH_COLS);
             if let Some(h) = f.h {
                 // E = T − Ŵ for the target the feedback aimed at, T = W or W + z U under the
                 // asymmetric lead (z freed once used: at 7B width each is a rows × n of 0.27 GB)
@@ -761,8 +761,9 @@ fn encode_fed(
                         }
                     })?;
                 }
-                st = kaiju1::tensor_stats(&work, &orig, n, imp, st.decodes);
             }
+            // scored once, on the reconstruction the knot keeps
+            let st = kaiju1::tensor_stats(&work, &orig, n, imp, decodes);
             (bytes, st, work)
         }
         Choice::Keep => {

@@ -24,28 +24,23 @@ pub const BATCH_COLS: usize = 2 * GROUP * BLOCK;
 /// (H⁻¹ = Uᵀ U). Each block is searched as the plain encoder searches it, under the weights
 /// 1/U_jj² and on the row as earlier blocks' errors left it; each super-block's scale is set
 /// from the row as it stands when the super-block is reached. On return `work` holds what the
-/// knot decodes to (each block's reconstruction). Statistics: the reconstruction against
-/// `orig` (the same weights, unchanged) under `imp(row)`, as the plain encoder reports them.
-/// `batch_cols` (whole super-blocks): the lazy batch's width, [`BATCH_COLS`] in the encoder.
+/// knot decodes to (each block's reconstruction); with the bytes comes the number of blocks
+/// searched, for [`tensor_stats`] once the caller has the reconstruction it keeps (after
+/// [`refine_tensor`], where it refines). `batch_cols` (whole super-blocks): the lazy batch's
+/// width, [`BATCH_COLS`] in the encoder.
 ///
 /// `lead` (rows × n), where given, moves the target: the tensor is encoded towards
 /// `work` + `lead` U rather than `work` (the asymmetric correction, `encode::feedback::Target`).
 /// Its parts reach each batch's columns the way the errors do, within the batch before it is
 /// searched and past it through the same GEMM, so z U is never formed.
-#[allow(clippy::too_many_arguments)]
-pub fn encode_tensor_feedback<'a, I>(
+pub fn encode_tensor_feedback(
     work: &mut [f32],
-    orig: &[f32],
     n: usize,
     u: &[f32],
     lead: Option<&[f32]>,
-    imp: I,
     opts: EncodeOptions,
     batch_cols: usize,
-) -> (Vec<u8>, ErrStats)
-where
-    I: Fn(usize) -> &'a [f32] + Sync,
-{
+) -> (Vec<u8>, u64) {
     debug_assert_eq!(u.len(), n * n);
     debug_assert_eq!(batch_cols % (GROUP * BLOCK), 0);
     let rows = work.len() / n;
@@ -75,8 +70,7 @@ where
         linalg::carry_errors(work, n, &e, k, u, c0, c1);
         c0 = c1;
     }
-    let st = tensor_stats(work, orig, n, imp, decodes);
-    (out, st)
+    (out, decodes)
 }
 
 /// The statistics of a reconstruction `rec` against `orig` (rows × n) under `imp(row)`, as the
@@ -286,10 +280,12 @@ pub(crate) mod tests {
         for q in [4u32, 8] {
             let opts = EncodeOptions { variant: Variant::new(q).unwrap(), ..Default::default() };
             let mut a = w.clone();
-            let (ba, sa) = encode_tensor_feedback(&mut a, &w, n, &u, None, |_| &imp, opts, BATCH_COLS);
+            let (ba, da) = encode_tensor_feedback(&mut a, n, &u, None, opts, BATCH_COLS);
+            let sa = tensor_stats(&a, &w, n, |_| &imp, da);
             let mut b = w.clone();
             let whole = n.div_ceil(GROUP * BLOCK) * GROUP * BLOCK;
-            let (bb, sb) = encode_tensor_feedback(&mut b, &w, n, &u, None, |_| &imp, opts, whole);
+            let (bb, db) = encode_tensor_feedback(&mut b, n, &u, None, opts, whole);
+            let sb = tensor_stats(&b, &w, n, |_| &imp, db);
             let ib = opts.variant.index_bytes();
             let rb = row_bytes(n, opts.variant);
             let (mut same, mut all) = (0, 0);
@@ -317,7 +313,6 @@ pub(crate) mod tests {
         let (h, u) = m.damped_and_factor(0.1, None).unwrap();
         let w: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.02).collect();
         let z: Vec<f32> = (0..rows * n).map(|_| rng.gauss() * 0.002).collect();
-        let imp = vec![1f32; n];
         let losses = |target: &[f32], rec: &[f32]| -> Vec<f64> {
             (0..rows)
                 .map(|r| {
@@ -330,7 +325,7 @@ pub(crate) mod tests {
             let target = lead.map_or_else(|| w.clone(), |z| moved_target(&w, z, &u, n));
             let opts = EncodeOptions { variant: Variant::new(5).unwrap(), ..Default::default() };
             let mut work = w.clone();
-            let (mut bytes, _) = encode_tensor_feedback(&mut work, &w, n, &u, lead, |_| &imp, opts, BATCH_COLS);
+            let (mut bytes, _) = encode_tensor_feedback(&mut work, n, &u, lead, opts, BATCH_COLS);
             let before = losses(&target, &work);
             let mut e: Vec<f32> = target.iter().zip(&work).map(|(t, w)| t - w).collect();
             let changed = refine_tensor(&mut work, &mut bytes, &mut e, n, &h, opts).unwrap();
@@ -377,11 +372,12 @@ pub(crate) mod tests {
         let moved = moved_target(&w, &z, &u, n);
         let opts = EncodeOptions { variant: Variant::new(8).unwrap(), ..Default::default() };
         let mut a = moved.clone();
-        let (ba, sa) = encode_tensor_feedback(&mut a, &moved, n, &u, None, |_| &imp, opts, BATCH_COLS);
+        let (ba, da) = encode_tensor_feedback(&mut a, n, &u, None, opts, BATCH_COLS);
+        let sa = tensor_stats(&a, &moved, n, |_| &imp, da);
         let mut b = w.clone();
-        let (bb, _) = encode_tensor_feedback(&mut b, &w, n, &u, Some(&z), |_| &imp, opts, BATCH_COLS);
+        let (bb, _) = encode_tensor_feedback(&mut b, n, &u, Some(&z), opts, BATCH_COLS);
         let mut plain = w.clone();
-        let (bp, _) = encode_tensor_feedback(&mut plain, &w, n, &u, None, |_| &imp, opts, BATCH_COLS);
+        let (bp, _) = encode_tensor_feedback(&mut plain, n, &u, None, opts, BATCH_COLS);
         let same = |x: &[u8], y: &[u8]| x.iter().zip(y).filter(|(p, q)| p == q).count() as f64 / x.len() as f64;
         assert!(same(&ba, &bb) >= 0.97, "{} of the bytes agree", same(&ba, &bb));
         assert!(same(&bp, &bb) < 0.9, "the lead moved the points ({} of the bytes as without it)", same(&bp, &bb));
