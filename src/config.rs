@@ -530,15 +530,15 @@ impl RawConfig {
         }
         if let Some(s) = self.search.filter(|&s| s > crate::dataplane::codec::kaiju1::MAX_SEARCH) {
             return Err(ConfigError::Invalid(format!(
-                "search = {s}: expected a number of scale codes from 0 to {} (0 by default)",
-                crate::dataplane::codec::kaiju1::MAX_SEARCH
+                "search = {s}: expected {} (0 by default)",
+                crate::dataplane::codec::kaiju1::search_expected()
             )));
         }
         if self.feedback.refine > crate::dataplane::encode::feedback::MAX_REFINE {
             return Err(ConfigError::Invalid(format!(
-                "feedback.refine = {}: expected a number of passes from 0 to {} ({} by default)",
+                "feedback.refine = {}: expected {} ({} by default)",
                 self.feedback.refine,
-                crate::dataplane::encode::feedback::MAX_REFINE,
+                crate::dataplane::encode::feedback::refine_expected(),
                 crate::dataplane::encode::feedback::DEFAULT_REFINE
             )));
         }

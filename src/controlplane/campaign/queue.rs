@@ -200,15 +200,17 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
             crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
             mix = Some(v.to_string());
         } else if let Some(v) = t.strip_prefix("search=") {
-            use crate::dataplane::codec::kaiju1::MAX_SEARCH;
-            search = Some(v.parse::<u8>().ok().filter(|&s| s <= MAX_SEARCH).ok_or_else(|| {
-                err(format!("{id}: search={v:?}: expected a number of scale codes from 0 to {MAX_SEARCH}, e.g. 2"))
-            })?);
+            use crate::dataplane::codec::kaiju1::{parse_search, search_expected};
+            search = Some(
+                parse_search(v)
+                    .ok_or_else(|| err(format!("{id}: search={v:?}: expected {}, e.g. 2", search_expected())))?,
+            );
         } else if let Some(v) = t.strip_prefix("refine=") {
-            use crate::dataplane::encode::feedback::MAX_REFINE;
-            refine = Some(v.parse::<usize>().ok().filter(|&r| r <= MAX_REFINE).ok_or_else(|| {
-                err(format!("{id}: refine={v:?}: expected a number of passes from 0 to {MAX_REFINE}, e.g. 1"))
-            })?);
+            use crate::dataplane::encode::feedback::{parse_refine, refine_expected};
+            refine = Some(
+                parse_refine(v)
+                    .ok_or_else(|| err(format!("{id}: refine={v:?}: expected {}, e.g. 1", refine_expected())))?,
+            );
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
                 return Err(err(format!("{id}: more than one state tag")));

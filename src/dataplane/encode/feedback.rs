@@ -70,6 +70,17 @@ pub const DEFAULT_CORRECTION: f64 = 0.5;
 pub const DEFAULT_REFINE: usize = 0;
 /// The most passes `--calib-refine` takes (each after the first gains less).
 pub const MAX_REFINE: usize = 4;
+
+/// What a number of refinement passes (`--calib-refine`, `[feedback] refine`, a queue line's
+/// `refine=`, `_CALIB_REFINE`) must be, as every reader of one says it.
+pub fn refine_expected() -> String {
+    format!("a number of passes from 0 to {MAX_REFINE}")
+}
+
+/// A number of refinement passes read from text, or `None` ([`refine_expected`]).
+pub fn parse_refine(s: &str) -> Option<usize> {
+    s.trim().parse::<usize>().ok().filter(|&r| r <= MAX_REFINE)
+}
 /// What a weight of the feedback (`--calib-prior`, `--calib-correction`, `[feedback]
 /// correction`, `_CALIB_CORRECTION`) must be, as every reader of one says it.
 pub const WEIGHT_EXPECTED: &str = "a finite weight of 0 or more";

@@ -220,7 +220,8 @@ struct FeedbackAsked {
 /// by name when it is not what the encoder takes.
 fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<Option<FeedbackAsked>, String> {
     use crate::dataplane::encode::feedback::{
-        parse_weight, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE, MAX_REFINE, WEIGHT_EXPECTED,
+        parse_refine, parse_weight, refine_expected, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE,
+        WEIGHT_EXPECTED,
     };
     let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if get("_CALIB_TEXT").is_none() {
@@ -247,11 +248,7 @@ fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<O
     };
     let refine = match get("_CALIB_REFINE") {
         None => DEFAULT_REFINE,
-        Some(r) => r
-            .parse::<usize>()
-            .ok()
-            .filter(|&r| r <= MAX_REFINE)
-            .ok_or_else(|| format!("_CALIB_REFINE={r}: expected a number of passes from 0 to {MAX_REFINE}"))?,
+        Some(r) => parse_refine(r).ok_or_else(|| format!("_CALIB_REFINE={r}: expected {}", refine_expected()))?,
     };
     Ok(Some(FeedbackAsked { chunks, inputs, correction, refine }))
 }

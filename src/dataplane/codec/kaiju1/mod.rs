@@ -125,6 +125,16 @@ pub enum KaijuError {
 /// "The scale search under error feedback").
 pub const MAX_SEARCH: u8 = 8;
 
+/// What a scale search radius must be, as every reader of one says it.
+pub fn search_expected() -> String {
+    format!("a number of scale codes from 0 to {MAX_SEARCH}")
+}
+
+/// A scale search radius read from text, or `None` ([`search_expected`]).
+pub fn parse_search(s: &str) -> Option<u8> {
+    s.trim().parse::<u8>().ok().filter(|&r| r <= MAX_SEARCH)
+}
+
 /// Encoder knobs.
 #[derive(Debug, Clone, Copy)]
 pub struct EncodeOptions {
