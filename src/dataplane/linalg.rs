@@ -171,7 +171,9 @@ impl PackedSym {
         PackedSym { n, v }
     }
 
-    /// From a full symmetric matrix (n × n, row-major; only its upper triangle is read).
+    /// From a full symmetric matrix (n × n, row-major; only its upper triangle is read): what
+    /// the tests compare the packed store with.
+    #[cfg(test)]
     pub fn from_full(h: &[f32], n: usize) -> PackedSym {
         let mut v = Vec::with_capacity(n * (n + 1) / 2);
         for i in 0..n {
