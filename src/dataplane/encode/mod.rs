@@ -1,24 +1,32 @@
 //! `kaiju-tui --encode`: re-encode every 2D attention/FFN weight that has an imatrix entry
 //! from the f16 truth as KAIJU1, copy every other tensor byte for byte from the base knot.
+//!
+//! This module runs the job: it resolves each tensor's form (the mix, or the allocator under
+//! `--bpw`), writes the knot in the base knot's tensor order and its telemetry. The parts:
+//! `inputs` (checks of the inputs and outputs, hashes), [`plan`] (which tensors, which
+//! forms), [`alloc`] (`--bpw`), `tensor` (one tensor's encode, plain or with feedback),
+//! [`feedback`] (the layer-by-layer calibration), `telemetry` (what is recorded).
 
 use crate::dataplane::codec::kaiju1::{self, EncodeOptions, ErrStats};
 use crate::dataplane::gguf::{dequant, Gguf, GgufWriter, TensorInfo, TensorPlan, TypeId, Value};
 use crate::dataplane::imatrix::Imatrix;
-use crate::dataplane::linalg;
 use crate::dataplane::progress::Progress;
-use rayon::prelude::*;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 pub mod alloc;
 pub mod feedback;
+mod inputs;
 pub mod plan;
+mod telemetry;
+mod tensor;
 
+pub use inputs::{input_warnings, plan_encode, sha256_file};
 pub use plan::{is_matmul_weight, Choice, Mix};
+pub use telemetry::{Sources, Telemetry, TensorTelemetry, Totals};
+pub use tensor::{prepare_importance, IMPORTANCE_FLOOR};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
@@ -50,70 +58,6 @@ pub enum EncodeError {
     OutputPath { flag: &'static str, path: PathBuf, msg: String },
 }
 
-/// Warnings about inputs that look swapped or wrong, said before a long encode: a truth
-/// whose matmul weights are quantized (the f16 truth is F16/BF16/F32), a base knot whose
-/// matmul weights are all unquantized (a base knot usually is quantized). Unreadable files
-/// give none here: the encode itself names them.
-pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<String> {
-    let kinds = |p: &std::path::Path| -> Option<(usize, usize, String)> {
-        let g = Gguf::open(p).ok()?;
-        let mm: Vec<_> = g.tensors.iter().filter(|t| is_matmul_weight(&t.name)).collect();
-        let quantized: Vec<_> = mm.iter().filter(|t| !t.ty.is_unquantized()).collect();
-        Some((mm.len(), quantized.len(), quantized.first().map(|t| t.ty.name().to_string()).unwrap_or_default()))
-    };
-    let mut w = Vec::new();
-    if let Some((n, q, ty)) = kinds(f16).filter(|(n, q, _)| *n > 0 && *q > 0) {
-        w.push(format!(
-            "--f16 {}: {q} of {n} matmul weights are quantized ({ty}, …), not F16/BF16/F32: is this the f16 truth? (--f16 and --base swapped?)",
-            f16.display()
-        ));
-    }
-    if let Some((n, _, _)) = kinds(base).filter(|(n, q, _)| *n > 0 && *q == 0) {
-        w.push(format!(
-            "--base {}: all {n} matmul weights are unquantized; a base knot is usually a quantized file (--f16 and --base swapped?)",
-            base.display()
-        ));
-    }
-    w
-}
-
-/// Refuse outputs (the knot, the telemetry) that cannot be written, before any work: a
-/// directory, a path whose folder does not exist, one of the inputs (the rename at the end
-/// would replace it), or the same file twice.
-fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
-    let inputs = [("--f16", &job.f16), ("--imatrix", &job.imatrix), ("--base", &job.base)];
-    let outputs = std::iter::once(("out", &job.out)).chain(job.telemetry.iter().map(|t| ("telemetry", t)));
-    for (out_flag, out) in outputs.clone() {
-        let bad = |msg: &str| EncodeError::OutputPath { flag: out_flag, path: out.clone(), msg: msg.into() };
-        if out.is_dir() {
-            return Err(bad("is a directory; expected a file to write"));
-        }
-        let folder = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        if !folder.is_dir() {
-            return Err(bad(&format!("its folder {} does not exist", folder.display())));
-        }
-    }
-    if let Some(t) = &job.telemetry {
-        if t == &job.out || crate::fsutil::same_file(t, &job.out) {
-            let msg = "is also --out: the telemetry and the knot need two files";
-            return Err(EncodeError::OutputPath { flag: "telemetry", path: t.clone(), msg: msg.into() });
-        }
-    }
-    for (out_flag, out) in outputs {
-        for (input_flag, input) in inputs {
-            if crate::fsutil::same_file(out, input) {
-                return Err(EncodeError::OutputIsInput {
-                    out_flag,
-                    out: out.clone(),
-                    input_flag: input_flag.trim_start_matches('-'),
-                    input: input.clone(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 #[derive(Debug, Clone)]
 pub struct EncodeJob {
     pub f16: PathBuf,
@@ -134,185 +78,7 @@ pub struct EncodeJob {
     pub quiet: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct TensorTelemetry {
-    pub name: String,
-    pub shape: Vec<u64>,
-    pub source_type: String,
-    pub weights: u64,
-    /// what the knot holds: `q3`…`q16` (a KAIJU1 variant) or `keep` (the base knot's tensor)
-    pub choice: Choice,
-    /// the KAIJU1 variant's Voronoi modulus (0 for a kept tensor)
-    pub modulus: u32,
-    /// why: `uniform` (--modulus), `mix` (pinned by --mix), `allocated` (--bpw)
-    pub why: &'static str,
-    /// under --bpw: the tensor's gain and each option's error on the sample rows
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gain: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sample_errors: Option<BTreeMap<String, f64>>,
-    pub bpw: f64,
-    pub weighted_rel_mse: f64,
-    pub rel_mse: f64,
-    pub sqnr_db: f64,
-    pub weighted_sqnr_db: f64,
-    pub seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Telemetry {
-    pub kaiju_version: u32,
-    pub codec: String,
-    pub out: String,
-    pub threads: usize,
-    pub search: u8,
-    pub modulus: u32,
-    pub mix: String,
-    /// under --bpw: the budget, what was reached and predicted, the sampling's time
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocation: Option<alloc::Report>,
-    /// under --calib-text: the calibration the error feedback used
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub feedback: Option<feedback::FeedbackReport>,
-    pub encoded: Vec<TensorTelemetry>,
-    pub copied: Vec<String>,
-    pub totals: Totals,
-    pub sources: Sources,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Totals {
-    pub encoded_tensors: usize,
-    pub copied_tensors: usize,
-    pub encoded_weights: u64,
-    pub bpw: f64,
-    pub weighted_rel_mse: f64,
-    pub rel_mse: f64,
-    pub sqnr_db: f64,
-    pub weighted_sqnr_db: f64,
-    pub encode_seconds: f64,
-    pub wall_seconds: f64,
-    pub weights_per_second: f64,
-    pub weights_per_core_second: f64,
-    pub out_bytes: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Sources {
-    pub f16_sha256: String,
-    pub imatrix_sha256: String,
-    pub base_sha256: String,
-}
-
 pub const CODEC_NAME: &str = "KAIJU1: Leech lattice Λ24/qΛ24 Voronoi code, 24-weight blocks, 8-block super-blocks";
-
-/// The tensors of `base` that will be re-encoded (by name), after checking that the three
-/// inputs agree. Returns every disagreement at once.
-pub fn plan_encode(f16: &Gguf, im: &Imatrix, base: &Gguf) -> Result<Vec<String>, EncodeError> {
-    let mut problems = Vec::new();
-    let mut selected = Vec::new();
-    for bt in &base.tensors {
-        match f16.tensor(&bt.name) {
-            None => {
-                if is_matmul_weight(&bt.name) {
-                    problems.push(format!(
-                        "{}: in the base knot but not in the f16 truth {}",
-                        bt.name,
-                        f16.path.display()
-                    ))
-                }
-            }
-            Some(ft) if ft.dims != bt.dims => problems
-                .push(format!("{}: shape {:?} in the f16 truth but {:?} in the base knot", bt.name, ft.dims, bt.dims)),
-            Some(ft) => {
-                if !is_matmul_weight(&bt.name) || bt.dims.len() < 2 {
-                    continue;
-                }
-                let Some(e) = im.entries.get(&bt.name) else {
-                    continue;
-                };
-                let Some(fitted) = im.for_tensor(&bt.name, ft.ne0() as usize) else {
-                    problems.push(format!(
-                        "{}: imatrix has {} values ({} columns × {} matrices) but the tensor has {} columns",
-                        bt.name,
-                        e.values.len(),
-                        e.n_cols,
-                        e.n_mat,
-                        ft.ne0()
-                    ));
-                    continue;
-                };
-                let n_mat = if ft.dims.len() >= 3 { ft.dims[2] as usize } else { 1 };
-                let got = fitted.n_mat;
-                if got != n_mat && got != 1 {
-                    problems.push(format!("{}: imatrix covers {got} experts, tensor has {n_mat}", bt.name));
-                    continue;
-                }
-                if !dequant::supported(ft.ty) {
-                    problems.push(format!(
-                        "{}: f16 truth stores it as {}, which cannot be read",
-                        bt.name,
-                        ft.ty.name()
-                    ));
-                    continue;
-                }
-                selected.push(bt.name.clone());
-            }
-        }
-    }
-    for name in im.entries.keys() {
-        if base.tensor(name).is_none() {
-            problems.push(format!("{name}: has an imatrix entry but is not a tensor of the base knot"));
-        }
-    }
-    if selected.is_empty() && problems.is_empty() {
-        problems.push("no tensor of the base knot is a matmul weight with an imatrix entry".into());
-    }
-    if problems.is_empty() {
-        Ok(selected)
-    } else {
-        Err(EncodeError::Mismatch(problems))
-    }
-}
-
-pub fn sha256_file(path: &Path) -> Result<String, EncodeError> {
-    sha256_file_until(path, &AtomicBool::new(false))
-}
-
-/// [`sha256_file`], giving up with an `Interrupted` error once `stop` is set.
-fn sha256_file_until(path: &Path, stop: &AtomicBool) -> Result<String, EncodeError> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|source| EncodeError::Io { path: path.into(), source })?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|source| EncodeError::Io { path: path.into(), source })?;
-        if n == 0 {
-            break;
-        }
-        if stop.load(Ordering::Relaxed) {
-            let source = std::io::Error::new(std::io::ErrorKind::Interrupted, "hashing stopped: the encode failed");
-            return Err(EncodeError::Io { path: path.into(), source });
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(format!("{:x}", h.finalize()))
-}
-
-/// Floor of a column's importance, as a fraction of the row mean.
-pub const IMPORTANCE_FLOOR: f64 = 0.01;
-
-/// Importances with a floor so that a dead column never makes a block weightless, and
-/// columns the calibration text barely used are not given up entirely.
-pub fn prepare_importance(raw: &[f32]) -> Vec<f32> {
-    let finite: Vec<f32> = raw.iter().map(|&v| if v.is_finite() && v > 0.0 { v } else { 0.0 }).collect();
-    let mean = finite.iter().map(|&v| v as f64).sum::<f64>() / finite.len().max(1) as f64;
-    if mean <= 0.0 {
-        return vec![1.0; raw.len()];
-    }
-    let floor = (mean * IMPORTANCE_FLOOR) as f32;
-    finite.iter().map(|&v| v.max(floor)).collect()
-}
 
 /// The tensors written, with what the telemetry needs of them.
 struct Written {
@@ -509,7 +275,7 @@ fn write_tensors(
     let mut copied = Vec::new();
     let mut total = ErrStats::default();
     let mut enc_secs = 0f64;
-    let mut ready: HashMap<String, (Vec<u8>, ErrStats, f64)> = HashMap::new();
+    let mut ready = tensor::Ready::new();
     for bt in &base.tensors {
         let Some(choice) = choice_of(&bt.name) else {
             w.write_tensor(&bt.name, base.data(bt))?;
@@ -525,7 +291,7 @@ fn write_tensors(
                 // feedback and held until the writer reaches it
                 while c.layers().1 <= l {
                     c.run_layer(&mut |name, f| {
-                        encode_fed(job, f16, im, base, resolved, name, f, &mut ready, &mut prog)
+                        tensor::encode_fed(job, f16, im, base, &resolved.choices, name, f, &mut ready, &mut prog)
                     })?;
                 }
                 let (bytes, st, secs) = ready.remove(&bt.name).expect("encoded with its layer");
@@ -535,7 +301,7 @@ fn write_tensors(
             _ => {
                 let st = match choice {
                     Choice::Kaiju(variant) => {
-                        encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
+                        tensor::encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
                     }
                     Choice::Keep => {
                         w.write_tensor(&bt.name, base.data(bt))?;
@@ -570,19 +336,10 @@ fn write_tensors(
     Ok(Written { w, meta, enc_weights, bpw, encoded, copied, total, enc_secs })
 }
 
-/// SHA-256 of the three inputs; gives up (with an error nobody reads) once `stop` is set.
-fn hash_sources(job: &EncodeJob, stop: &AtomicBool) -> Result<Sources, EncodeError> {
-    Ok(Sources {
-        f16_sha256: sha256_file_until(&job.f16, stop)?,
-        imatrix_sha256: sha256_file_until(&job.imatrix, stop)?,
-        base_sha256: sha256_file_until(&job.base, stop)?,
-    })
-}
-
 /// Run the encode job.
 pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     let t0 = Instant::now();
-    check_outputs(job)?;
+    inputs::check_outputs(job)?;
     let f16 = Gguf::open(&job.f16)?;
     let im = Imatrix::load(&job.imatrix)?;
     let base = Gguf::open(&job.base)?;
@@ -597,7 +354,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     // until then and is rewritten in place before the knot is renamed into place.
     let stop = AtomicBool::new(false);
     let (written, sources) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| hash_sources(job, &stop));
+        let hashing = scope.spawn(|| inputs::hash_sources(job, &stop));
         let written = write_tensors(job, &f16, &im, &base, &resolved, calib.as_mut());
         if written.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -654,136 +411,4 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         }
     }
     Ok(tel)
-}
-
-/// Row `row` of `ft` as f32 into `buf`; a weight that is not finite is an error naming it.
-fn load_row(f16: &Gguf, ft: &TensorInfo, row: usize, buf: &mut [f32]) -> Result<(), EncodeError> {
-    let ne0 = ft.ne0() as usize;
-    let src_row = ft.ty.row_bytes(ne0 as u64).expect("dequantizable type has a row size") as usize;
-    dequant::rows_to_f32(ft.ty, &f16.data(ft)[row * src_row..(row + 1) * src_row], ne0, buf)?;
-    match buf.iter().position(|v| !v.is_finite()) {
-        None => Ok(()),
-        Some(col) => {
-            Err(EncodeError::NonFinite { path: f16.path.clone(), tensor: ft.name.clone(), row, col, value: buf[col] })
-        }
-    }
-}
-
-/// Each row's importances (one prepared vector per expert matrix) and the rows per matrix.
-fn importances(im: &Imatrix, ft: &TensorInfo) -> (Vec<Vec<f32>>, usize) {
-    let ne0 = ft.ne0() as usize;
-    let rows = ft.n_rows() as usize;
-    let entry = im.for_tensor(&ft.name, ne0).expect("checked by plan_encode");
-    let rows_per_mat = if entry.n_mat > 1 { rows / entry.n_mat } else { rows };
-    ((0..entry.n_mat).map(|m| prepare_importance(entry.matrix(m))).collect(), rows_per_mat)
-}
-
-/// Encode one tensor in row chunks (bounded memory) and stream it to the writer.
-fn encode_one(
-    f16: &Gguf,
-    ft: &TensorInfo,
-    im: &Imatrix,
-    opts: EncodeOptions,
-    w: &mut GgufWriter,
-    prog: &mut Progress,
-) -> Result<ErrStats, EncodeError> {
-    let ne0 = ft.ne0() as usize;
-    let rows = ft.n_rows() as usize;
-    let (imps, rows_per_mat) = importances(im, ft);
-    let chunk_rows = ((1usize << 22) / ne0).max(1);
-    let mut st = ErrStats::default();
-    for r0 in (0..rows).step_by(chunk_rows) {
-        let nr = chunk_rows.min(rows - r0);
-        // each row is converted from the source type on the thread that encodes it
-        let load = |r: usize, buf: &mut [f32]| load_row(f16, ft, r0 + r, buf);
-        let imp = |r: usize| imps[((r0 + r) / rows_per_mat).min(imps.len() - 1)].as_slice();
-        let (bytes, s) = kaiju1::encode_rows(nr, ne0, load, imp, opts)?;
-        w.write_part(&bytes)?;
-        st.add(&s);
-        prog.advance((nr * ne0) as u64, &ft.name);
-    }
-    Ok(st)
-}
-
-/// The calibration's encoder (`feedback::Calibration::run_layer`): tensor `name` as its
-/// choice says, with feedback through `u` (n × n) when it is a KAIJU1 variant; its bytes,
-/// statistics and seconds go to `ready` until the writer reaches it, its reconstruction back
-/// to the calibration.
-#[allow(clippy::too_many_arguments)]
-fn encode_fed(
-    job: &EncodeJob,
-    f16: &Gguf,
-    im: &Imatrix,
-    base: &Gguf,
-    resolved: &Resolved,
-    name: &str,
-    f: &feedback::Factor,
-    ready: &mut HashMap<String, (Vec<u8>, ErrStats, f64)>,
-    prog: &mut Progress,
-) -> Result<feedback::Encoded, EncodeError> {
-    let Some(&choice) = resolved.choices.get(name) else {
-        return Ok(feedback::Encoded::Untouched);
-    };
-    let (u, n) = (f.u, f.n);
-    let t0 = Instant::now();
-    let ft = f16.tensor(name).expect("checked by plan_encode");
-    let bt = base.tensor(name).expect("selected from the base knot");
-    let (ne0, rows) = (ft.ne0() as usize, ft.n_rows() as usize);
-    if ne0 != n {
-        return Err(EncodeError::Mismatch(vec![format!(
-            "{name}: {ne0} columns, but the forward pass feeds it {n}-wide inputs"
-        )]));
-    }
-    let (bytes, st, back) = match choice {
-        Choice::Kaiju(variant) => {
-            let mut orig = vec![0f32; rows * ne0];
-            orig.par_chunks_mut(ne0).enumerate().try_for_each(|(r, buf)| load_row(f16, ft, r, buf))?;
-            let mut work = orig.clone();
-            let lead = f.aim(&orig);
-            let (imps, rows_per_mat) = importances(im, ft);
-            let imp = |r: usize| imps[(r / rows_per_mat).min(imps.len() - 1)].as_slice();
-            let opts = EncodeOptions { variant, ..job.opts };
-            let (mut bytes, decodes) =
-                kaiju1::encode_tensor_feedback(&mut work, n, u, lead.as_deref(), opts, kaiju1::BATCH_COLS);
-            if let Some(h) = f.h {
-                // E = T − Ŵ for the target the feedback aimed at, T = W or W + z U under the
-                // asymmetric lead (z freed once used: at 7B width each is a rows × n of 0.27 GB)
-                let mut e = match lead {
-                    Some(z) => linalg::matmul_nn(&z, u, n, n),
-                    None => vec![0f32; rows * ne0],
-                };
-                e.par_iter_mut().zip(orig.par_iter().zip(work.par_iter())).for_each(|(e, (o, w))| *e += o - w);
-                for _ in 0..f.refine {
-                    kaiju1::refine_tensor(&mut work, &mut bytes, &mut e, n, h, opts).map_err(|msg| {
-                        EncodeError::Feedback {
-                            path: job.feedback.as_ref().map(|o| o.text.clone()).unwrap_or_default(),
-                            msg: format!("refining {name}: {msg}"),
-                        }
-                    })?;
-                }
-            }
-            // scored once, on the reconstruction the knot keeps
-            let st = kaiju1::tensor_stats(&work, &orig, n, imp, decodes);
-            (bytes, st, work)
-        }
-        Choice::Keep => {
-            let back = dequant::to_f32_vec(bt.ty, base.data(bt), ne0, rows * ne0)?;
-            (base.data(bt).to_vec(), alloc::kept_error(f16, ft, im, base, bt)?, back)
-        }
-    };
-    prog.advance(bt.n_elements(), name);
-    ready.insert(name.to_string(), (bytes, st, t0.elapsed().as_secs_f64()));
-    Ok(feedback::Encoded::Reconstruction(back))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn importance_floor() {
-        assert_eq!(prepare_importance(&[0.0, 0.0]), vec![1.0, 1.0]);
-        let v = prepare_importance(&[0.0, 2.0, f32::NAN]);
-        assert!(v[0] > 0.0 && v[1] == 2.0 && v[2] > 0.0);
-    }
 }
