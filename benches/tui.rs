@@ -4,6 +4,7 @@
 
 use kaiju::config::CostConfig;
 use kaiju::controlplane::backend::store::Probe;
+use kaiju::controlplane::campaign::cost::Limits;
 use kaiju::controlplane::campaign::inventory::{Inventory, ModelInventory};
 use kaiju::controlplane::campaign::markers::MarkerSet;
 use kaiju::controlplane::campaign::queue::Queue;
@@ -30,7 +31,8 @@ fn main() {
             ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) },
         );
     }
-    let mut rows = zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default(), 1.0);
+    let mut rows =
+        zoo::rows(&q.entries, &inv, &[], &MarkerSet::default(), &CostConfig::default(), &Limits::none(), 1.0);
     // half the zoo shipped, with gate figures for the quality view
     for (i, r) in rows.iter_mut().enumerate().filter(|(i, _)| i % 2 == 0) {
         let kld = 0.05 + (i % 17) as f64 * 0.02;

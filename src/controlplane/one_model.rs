@@ -119,7 +119,7 @@ impl Campaign {
         };
         // what the tick would do for it (slots aside): one function decides for both
         let flight = InFlight::of(&snap.builds);
-        let step = tick::model_step(e, m, &snap.inventory, &snap.markers, &flight);
+        let step = tick::model_step(e, m, &snap.inventory, &snap.markers, &flight, &self.limits(&snap));
         let next = step.describe(id);
         let substitutions = match &step {
             Step::Submit(a) => self.build_spec(a, &snap)?.substitutions,
@@ -151,7 +151,7 @@ impl Campaign {
             return Err(Refusal::Busy(format!("{id} has a build in flight ({}): one build per model", own.join(", "))));
         }
         // exactly what the tick would submit for it (slots aside); `--feeder` only says which
-        let action = match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight) {
+        let action = match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight, &self.limits(&snap)) {
             Step::Unknown(u) => {
                 let (n, why) = &u[0];
                 return Err(Refusal::Watch(WatchError::Unknown(format!("{id}: the {n} check is UNKNOWN ({why})"))));
@@ -196,7 +196,7 @@ impl Campaign {
         let (e, m) = self.model_in(&snap, id)?;
         // what the tick would submit for it; the confirmation overrides the slots only
         let flight = InFlight::of(&snap.builds);
-        match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight) {
+        match tick::model_step(e, m, &snap.inventory, &snap.markers, &flight, &self.limits(&snap)) {
             Step::Submit(action) => self.execute(&action, &snap),
             Step::Unknown(_) => {
                 Err(WatchError::Other(format!("{id}: a prerequisite check is UNKNOWN; not submitting")))

@@ -9,7 +9,7 @@ use crate::controlplane::backend::local::build_dir::LocalStores;
 use crate::controlplane::backend::local::builds::{LocalBuilds, Runner};
 use crate::controlplane::backend::local::store::LocalStore;
 use crate::controlplane::backend::store::ObjectStore;
-use crate::controlplane::campaign::cost;
+use crate::controlplane::campaign::cost::{self, Limits};
 use crate::controlplane::campaign::gate_params::{self, Buckets};
 use crate::controlplane::campaign::inventory::{self, Inventory};
 use crate::controlplane::campaign::markers::{MarkerSet, Markers};
@@ -109,6 +109,7 @@ impl Snapshot {
             &self.builds,
             &self.markers,
             &c.cfg.cost,
+            &c.limits(self),
             c.cfg.gate.flag_margin(),
         );
         for r in rows.iter_mut() {
@@ -170,6 +171,19 @@ impl Campaign {
         })
     }
 
+    /// The builds the cost model says cannot finish ([`Limits`]): under the cloud backend,
+    /// whose builds stop at their timeouts, by the cost model calibrated with the finished
+    /// builds (as the zoo's estimates are); none under the local backend, whose builds run to
+    /// their end.
+    pub fn limits(&self, snap: &Snapshot) -> Limits {
+        if self.cfg.backend != "cloud" {
+            return Limits::none();
+        }
+        let (entries, c) = (&snap.queue.entries, &self.cfg.cost);
+        let work = |id: &str| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c));
+        Limits::of(entries, &cost::calibrated(c, work, &snap.builds))
+    }
+
     pub fn load_queue(&self) -> Result<Queue, WatchError> {
         Ok(Queue::load(&self.cfg.queue)?)
     }
@@ -226,8 +240,9 @@ impl Campaign {
         };
         let snap = self.snapshot()?;
         self.record_outcomes(&snap);
+        let limits = self.limits(&snap);
         let decision =
-            tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers, &self.cfg.slots());
+            tick::decide(&snap.queue.entries, &snap.inventory, &snap.builds, &snap.markers, &self.cfg.slots(), &limits);
         let submitted = match (&decision.action, submit) {
             (Some(a), true) => Some(self.execute(a, &snap)?.id),
             _ => None,
@@ -441,6 +456,27 @@ mod tests {
         assert!(!r.locked_out);
         assert_eq!(r.line(), "dry run: would submit IQ-ladder feeder for a (org/a) (pass --submit to act)");
         assert!(r.decision.notes.iter().any(|n| n.starts_with("HOLD b")));
+    }
+
+    /// Only the cloud backend's builds stop at a timeout: a local campaign feeds a 72B as it
+    /// would any model, a cloud one's cost model names the feeder it will not submit.
+    #[test]
+    fn only_the_cloud_backend_holds_back_a_build_that_cannot_finish() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = campaign(d.path());
+        std::fs::write(d.path().join("queue.txt"), "big params=72.7 family=qwen2 hf=org/big AUTO-FEED\n").unwrap();
+        let snap = c.view().unwrap();
+        assert_eq!(c.limits(&snap), Limits::none());
+        assert_eq!(
+            c.tick(false).unwrap().line(),
+            "dry run: would submit IQ-ladder feeder for big (org/big) (pass --submit to act)"
+        );
+        c.cfg.backend = "cloud".into();
+        let why = c.limits(&snap).why("big", BuildKind::Feeder).map(str::to_string);
+        assert!(why.as_deref().is_some_and(|w| w.contains("over the 22-h build timeout")), "{why:?}");
+        let r = c.tick(false).unwrap();
+        assert_eq!(r.line(), "nothing to do");
+        assert_eq!(r.decision.notes, [format!("skip big: {}", why.unwrap())]);
     }
 
     #[test]

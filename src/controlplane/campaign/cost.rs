@@ -2,8 +2,11 @@
 
 use super::queue::{Entry, Tag};
 use crate::config::CostConfig;
-use crate::controlplane::backend::builds::{BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP, MAX_DISK_GB};
+use crate::controlplane::backend::builds::{
+    BuildInfo, BuildKind, BuildStatus, Resources, ENCODE_STEP, MAX_DISK_GB, MAX_TIMEOUT_H,
+};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Estimate {
@@ -152,6 +155,118 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
         disk_gb: disk,
         build_disk_gb,
         flags,
+    }
+}
+
+/// The builds the cost model says cannot finish under the limits they would run with
+/// ([`resources`]: the build's timeout, the encode step's, the disk), by model and kind, each
+/// with why and what the operator can do. The tick, `check`, "submit now" and the zoo's next
+/// build skip such a build with that reason instead of submitting one that Cloud Build would
+/// stop at its timeout (a 72B's IQ-ladder feeder, at the prior of 5 h per 7B, would run 22 h and
+/// fail). Only the cloud backend enforces these limits: a local build runs to its end
+/// ([`Limits::none`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    over: BTreeMap<(String, &'static str), String>,
+}
+
+impl Limits {
+    /// No build is over a limit (a backend that enforces none).
+    pub fn none() -> Limits {
+        Limits::default()
+    }
+
+    /// The in-scope `entries` whose feeder or encode build is over its limits under `c` (the
+    /// calibrated cost model, as the zoo's estimates use it).
+    pub fn of(entries: &[Entry], c: &CostConfig) -> Limits {
+        let mut over = BTreeMap::new();
+        for e in entries.iter().filter(|e| in_scope(e)) {
+            let est = estimate(e, true, c);
+            let mut note = |kind: BuildKind, why: String| {
+                over.entry((e.id.clone(), kind.as_str()))
+                    .and_modify(|w: &mut String| {
+                        w.push_str("; and ");
+                        w.push_str(why.strip_prefix("its ").unwrap_or(&why));
+                    })
+                    .or_insert(why);
+            };
+            // what the operator can do: a timeout raised where that is enough, else the
+            // build's own remedy; and the figure to correct if the estimate is wrong
+            let remedy = |hours: f64, key: &str, own: &str, figure: &str| {
+                let raise = if hours <= MAX_TIMEOUT_H {
+                    format!("raise [cost] {key} (Cloud Build allows {MAX_TIMEOUT_H:.0} h), ")
+                } else {
+                    String::new()
+                };
+                format!("{raise}{own}, or correct [cost] {figure} if the estimate is wrong")
+            };
+            let over_what = |hours: f64, limit: f64, what: &str| {
+                if hours > MAX_TIMEOUT_H {
+                    format!("over the {limit:.0}-h {what} and Cloud Build's {MAX_TIMEOUT_H:.0}-h limit")
+                } else {
+                    format!("over the {limit:.0}-h {what}")
+                }
+            };
+            let cap = c.global_timeout_h;
+            if est.ladder_h > cap {
+                note(
+                    BuildKind::Feeder,
+                    format!(
+                        "its {} would take about {:.0} h by the cost model, {}: {}",
+                        BuildKind::Feeder.label(),
+                        est.ladder_h,
+                        over_what(est.ladder_h, cap, "build timeout"),
+                        remedy(
+                            est.ladder_h,
+                            "global_timeout_h",
+                            "mint its f16 and imatrix outside the ladder (EXTERNAL)",
+                            "ladder_hours_per_7b"
+                        )
+                    ),
+                );
+            }
+            let step = c.encode_step_timeout_h;
+            if est.encode_h > step.min(cap) {
+                let (limit, key, what) = if step <= cap {
+                    (step, "encode_step_timeout_h", "encode step timeout")
+                } else {
+                    (cap, "global_timeout_h", "build timeout")
+                };
+                note(
+                    BuildKind::Encode,
+                    format!(
+                        "its {} would take about {:.0} h by the cost model, {}: {}",
+                        BuildKind::Encode.label(),
+                        est.encode_h,
+                        over_what(est.encode_h, limit, what),
+                        remedy(
+                            est.encode_h,
+                            key,
+                            "encode it with less effort (search=, refine= in the queue)",
+                            "encode_hours_per_7b"
+                        )
+                    ),
+                );
+            }
+            for kind in [BuildKind::Feeder, BuildKind::Encode] {
+                let need = disk_need_gb(kind, e.params_b, c);
+                if need > MAX_DISK_GB {
+                    note(
+                        kind,
+                        format!(
+                            "its {} needs about {need:.0} GB of disk, over Cloud Build's {MAX_DISK_GB:.0} GB",
+                            kind.label()
+                        ),
+                    );
+                }
+            }
+        }
+        Limits { over }
+    }
+
+    /// Why a `kind` build for model `id` cannot finish, if the cost model says so.
+    pub fn why(&self, id: &str, kind: BuildKind) -> Option<&str> {
+        self.over.get(&(id.to_string(), kind.as_str())).map(String::as_str)
     }
 }
 
@@ -367,6 +482,50 @@ mod tests {
 
     fn e(id: &str, p: f64, tag: Tag) -> Entry {
         Entry::test(id, p, tag)
+    }
+
+    /// What the cost model says cannot finish: at the shipped figures a 72B's and a 32B's
+    /// feeder are over the 22-h build timeout and a 7B's builds are not; an encode over its step's
+    /// timeout, a disk over Cloud Build's, an OUT-OF-SCOPE model never.
+    #[test]
+    fn limits_name_the_builds_that_cannot_finish_and_what_to_do() {
+        let c = CostConfig::default();
+        let q = [e("7b", 7.6, Tag::AutoFeed), e("32b", 32.8, Tag::AutoFeed), e("72b", 72.7, Tag::AutoFeed)];
+        let l = Limits::of(&q, &c);
+        assert_eq!(l.why("7b", BuildKind::Feeder), None);
+        for id in ["7b", "32b", "72b"] {
+            assert_eq!(l.why(id, BuildKind::Encode), None, "{id}");
+        }
+        let why = l.why("72b", BuildKind::Feeder).expect("a 72B feeder runs over 22 h");
+        assert_eq!(
+            why,
+            "its IQ-ladder feeder would take about 52 h by the cost model, over the 22-h build timeout and Cloud \
+             Build's 24-h limit: mint its f16 and imatrix outside the ladder (EXTERNAL), or correct [cost] \
+             ladder_hours_per_7b if the estimate is wrong"
+        );
+        // where raising the timeout is enough, that is said first
+        let why = l.why("32b", BuildKind::Feeder).unwrap();
+        assert!(
+            why.contains("about 23 h")
+                && why.contains(": raise [cost] global_timeout_h (Cloud Build allows 24 h), mint"),
+            "{why}"
+        );
+        // the plan flags what the tick will not submit
+        assert!(estimate(&q[2], true, &c).flags.iter().any(|f| f.starts_with("global timeout")));
+        // an encode over the encode step's timeout, named by its key
+        let slow = CostConfig { encode_hours_per_7b: 17.0, ..c.clone() };
+        let why = Limits::of(&q[..1], &slow).why("7b", BuildKind::Encode).map(str::to_string).expect("over 16 h");
+        assert!(why.contains("over the 16-h encode step timeout") && why.contains("encode_step_timeout_h"), "{why}");
+        // a disk Cloud Build cannot give
+        let huge = Limits::of(&[e("giant", 900.0, Tag::External)], &c);
+        let why = huge.why("giant", BuildKind::Feeder).unwrap();
+        assert!(
+            why.contains("over the 22-h build timeout")
+                && why.contains("; and IQ-ladder feeder needs about 4510 GB of disk"),
+            "{why}"
+        );
+        // nothing runs for an out-of-scope model; no limits at all under a local backend
+        assert_eq!(Limits::of(&[e("x", 72.7, Tag::OutOfScope)], &c), Limits::none());
     }
 
     /// gemma4's E models: the encode, gate and feedback hours follow the weights each token is

@@ -16,12 +16,15 @@
 //!    READY → **submit encode** · EXTERNAL → skip (prerequisites come from outside) ·
 //!    f16 or imatrix absent, HF source, no `.feeder` → **submit feeder** ·
 //!    `.feeder` marker → feeder FAILED (not resubmitted), skip · anything else → skip with why;
+//!    a build the cost model says cannot finish under the limits the backend enforces (Cloud
+//!    Build's timeouts and disk: [`Limits`]) → skip with why and what to do, never submitted;
 //!    with more than one slot, also: a build of its own in flight → skip (a model never gets
 //!    a second build) · READY but every encode slot taken, or needs a feeder while the feeder
 //!    runs → skip, waiting for that slot;
 //! 3. no action: builds in flight → nothing (busy); every model but HOLD / OUT-OF-SCOPE done
 //!    → ALL DONE (exit 11); else idle.
 
+pub use super::cost::Limits;
 use super::inventory::{Inventory, ModelInventory};
 use super::markers::MarkerSet;
 use super::queue::{Entry, Tag};
@@ -260,8 +263,16 @@ fn tag_step(e: &Entry) -> Option<Step> {
     }
 }
 
-/// The watcher's step for model `e` (probed as `m`), given the markers and the builds in flight.
-pub fn model_step(e: &Entry, m: &ModelInventory, inv: &Inventory, markers: &MarkerSet, flight: &InFlight) -> Step {
+/// The watcher's step for model `e` (probed as `m`), given the markers, the builds in flight
+/// and the builds the cost model says cannot finish.
+pub fn model_step(
+    e: &Entry,
+    m: &ModelInventory,
+    inv: &Inventory,
+    markers: &MarkerSet,
+    flight: &InFlight,
+    limits: &Limits,
+) -> Step {
     let id = e.id.as_str();
     if let Some(s) = tag_step(e) {
         return s;
@@ -280,18 +291,29 @@ pub fn model_step(e: &Entry, m: &ModelInventory, inv: &Inventory, markers: &Mark
         return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into());
     }
     let missing = || m.missing().join("; ");
+    let submit = |a: Action| match limits.why(id, a.kind()) {
+        Some(why) => Step::Skip(why.to_string()),
+        None => Step::Submit(a),
+    };
     match next_build(e, m) {
-        Next::Encode => Step::Submit(Action::SubmitEncode { id: id.into() }),
+        Next::Encode => submit(Action::SubmitEncode { id: id.into() }),
         _ if e.tag == Tag::External => Step::Skip(format!("EXTERNAL, never fed; not ready: {}", missing())),
         Next::Feed(_) if markers.feeder.contains(id) => {
             Step::Skip(format!("feeder was submitted but not ready (FAILED; requeue to retry): {}", missing()))
         }
-        Next::Feed(hf) => Step::Submit(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
+        Next::Feed(hf) => submit(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
         Next::Blocked(why) => Step::Skip(why),
     }
 }
 
-pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &MarkerSet, slots: &Slots) -> Decision {
+pub fn decide(
+    queue: &[Entry],
+    inv: &Inventory,
+    builds: &[BuildInfo],
+    markers: &MarkerSet,
+    slots: &Slots,
+    limits: &Limits,
+) -> Decision {
     // every held model is reported loudly on every tick, whatever else happens
     let mut notes: Vec<String> = queue
         .iter()
@@ -314,7 +336,7 @@ pub fn decide(queue: &[Entry], inv: &Inventory, builds: &[BuildInfo], markers: &
         let id = e.id.as_str();
         let step = match (tag_step(e), inv.get(id)) {
             (Some(s), _) => s,
-            (None, Some(m)) => model_step(e, m, inv, markers, &flight),
+            (None, Some(m)) => model_step(e, m, inv, markers, &flight, limits),
             (None, None) => {
                 return Decision {
                     action: None,
@@ -442,7 +464,7 @@ mod tests {
     fn ready_submits_encode() {
         for tag in [Tag::ReadyNow, Tag::AutoFeed, Tag::External] {
             let (q, i) = one(entry("a", tag, true), ready());
-            let d = decide(&q, &i, &[], &none(), &ONE);
+            let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
             assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
         }
     }
@@ -453,14 +475,14 @@ mod tests {
         let f = InFlight::default();
         let step = |e: Entry, m: ModelInventory, mk: &MarkerSet| {
             let (q, i) = one(e, m);
-            model_step(&q[0], &i["a"], &i, mk, &f)
+            model_step(&q[0], &i["a"], &i, mk, &f, &Limits::none())
         };
         // EXTERNAL is never fed, even with hf=
         let s = step(entry("a", Tag::External, true), inv(A, A, P, gate(), A), &none());
         assert!(matches!(&s, Step::Skip(w) if w.starts_with("EXTERNAL, never fed")), "{s:?}");
         assert!(s.describe("a").starts_with("nothing: EXTERNAL"));
         let (q, i) = one(entry("a", Tag::External, true), inv(A, A, P, gate(), A));
-        assert_eq!(decide(&q, &i, &[], &none(), &ONE).action, None);
+        assert_eq!(decide(&q, &i, &[], &none(), &ONE, &Limits::none()).action, None);
         // HOLD: nothing, whatever it would need
         let s = step(entry("a", Tag::Hold, true), inv(A, A, P, gate(), A), &none());
         assert_eq!(s, Step::Held("because".into()));
@@ -476,24 +498,50 @@ mod tests {
     #[test]
     fn not_ready_with_hf_source_submits_feeder_once() {
         let (q, i) = one(entry("a", Tag::AutoFeed, true), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() }));
         // with the .feeder marker (a failed or finished feeder) it is not resubmitted
         let mut m = none();
         m.feeder.insert("a".into());
-        let d = decide(&q, &i, &[], &m, &ONE);
+        let d = decide(&q, &i, &[], &m, &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("FAILED"), "{:?}", d.notes);
         assert_eq!(d.outcome, Outcome::Idle);
         // only the imatrix missing also feeds
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), A));
-        assert!(matches!(decide(&q, &i, &[], &none(), &ONE).action, Some(Action::SubmitFeeder { .. })));
+        assert!(matches!(
+            decide(&q, &i, &[], &none(), &ONE, &Limits::none()).action,
+            Some(Action::SubmitFeeder { .. })
+        ));
+    }
+
+    /// A build the cost model says cannot finish is never submitted: the model is skipped with
+    /// the reason (what `check`, "submit now" and the zoo say too) and the next one goes on.
+    #[test]
+    fn a_build_that_cannot_finish_is_skipped_with_why() {
+        let mut big = entry("big", Tag::AutoFeed, true);
+        big.params_b = 72.7;
+        let small = entry("small", Tag::AutoFeed, true);
+        let q = vec![big.clone(), small];
+        let mut i = Inventory::new();
+        i.insert("big".into(), inv(A, A, P, gate(), A));
+        i.insert("small".into(), inv(A, A, P, gate(), A));
+        let limits = Limits::of(&q, &crate::config::CostConfig::default());
+        let d = decide(&q, &i, &[], &none(), &ONE, &limits);
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "small".into(), hf_source: "org/small".into() }));
+        let why = limits.why("big", BuildKind::Feeder).unwrap();
+        assert_eq!(d.notes, [format!("skip big: {why}")]);
+        let step = model_step(&big, &i["big"], &i, &none(), &InFlight::default(), &limits);
+        assert_eq!(step.describe("big"), format!("nothing: {why}"));
+        // without limits (the local backend) it is fed as before
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
+        assert_eq!(d.action, Some(Action::SubmitFeeder { id: "big".into(), hf_source: "org/big".into() }));
     }
 
     #[test]
     fn not_ready_without_hf_source_is_skipped() {
         let (q, i) = one(entry("a", Tag::AutoFeed, false), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert_eq!(
             d.notes,
@@ -504,7 +552,7 @@ mod tests {
     #[test]
     fn external_is_skipped_when_not_ready() {
         let (q, i) = one(entry("a", Tag::External, true), inv(A, A, P, gate(), A));
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("EXTERNAL"));
         assert_eq!(d.outcome, Outcome::Idle);
@@ -513,7 +561,7 @@ mod tests {
     #[test]
     fn hold_is_skipped_loudly_even_when_ready() {
         let (q, i) = one(entry("a", Tag::Hold, true), ready());
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(d.notes[0].starts_with("HOLD a") && d.notes[0].contains("because"));
         assert_eq!(d.outcome, Outcome::AllDone);
@@ -522,7 +570,7 @@ mod tests {
     #[test]
     fn out_of_scope_is_skipped() {
         let (q, i) = one(entry("a", Tag::OutOfScope, true), ready());
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert_eq!(d.outcome, Outcome::AllDone);
     }
@@ -532,19 +580,19 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
         let mut m = none();
         m.reencode.insert("a".into());
-        let d = decide(&q, &i, &[], &m, &ONE);
+        let d = decide(&q, &i, &[], &m, &ONE, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }));
         // not all done while a re-encode is asked for, even if it cannot go yet
         let (q2, i2) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), P));
-        let d = decide(&q2, &i2, &[], &m, &ONE);
+        let d = decide(&q2, &i2, &[], &m, &ONE, &Limits::none());
         assert_ne!(d.outcome, Outcome::AllDone);
         // a re-encode waits behind a build in flight like any encode
         let b = build(&["_OUT_KEY"], BuildStatus::Working);
-        assert!(matches!(decide(&q, &i, &[b], &m, &ONE).outcome, Outcome::Busy { .. }));
+        assert!(matches!(decide(&q, &i, &[b], &m, &ONE, &Limits::none()).outcome, Outcome::Busy { .. }));
         // once submitted (the executor removed the request; .done set) the shipped knot is done again
         let mut after = none();
         after.done.insert("a".into());
-        assert_eq!(decide(&q, &i, &[], &after, &ONE).outcome, Outcome::AllDone);
+        assert_eq!(decide(&q, &i, &[], &after, &ONE, &Limits::none()).outcome, Outcome::AllDone);
     }
 
     #[test]
@@ -552,7 +600,7 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
         for keys in [&["_HF_SOURCE"][..], &["_KNOT_NAME"], &["_OUT_KEY"], &["_OUT_KEY", "_OTHER"]] {
             for st in [BuildStatus::Queued, BuildStatus::Working] {
-                let d = decide(&q, &i, &[build(keys, st)], &none(), &ONE);
+                let d = decide(&q, &i, &[build(keys, st)], &none(), &ONE, &Limits::none());
                 assert_eq!(d.action, None, "{keys:?}");
                 assert!(matches!(d.outcome, Outcome::Busy { .. }));
             }
@@ -564,6 +612,7 @@ mod tests {
             &[build(&["_OUT_KEY"], BuildStatus::Success), build(&["_UNRELATED"], BuildStatus::Working)],
             &none(),
             &ONE,
+            &Limits::none(),
         );
         assert!(d.action.is_some());
     }
@@ -574,7 +623,7 @@ mod tests {
         let u = Probe::Unknown(why.into());
         let m = inv(u.clone(), u.clone(), u.clone(), gate(), u);
         let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.notes.last().unwrap(), &format!("stop at a: UNKNOWN f16, imatrix, base, output: {why}"));
         assert_eq!(d.summary(), "nothing: a has an UNKNOWN check (f16, imatrix, base, output)");
     }
@@ -591,7 +640,7 @@ mod tests {
                 _ => m.output = u,
             }
             let (q, i) = one(entry("a", Tag::AutoFeed, true), m);
-            let d = decide(&q, &i, &[], &none(), &ONE);
+            let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
             assert_eq!(d.action, None, "case {which}: UNKNOWN must not trigger a feeder");
             assert!(matches!(d.outcome, Outcome::Blocked { .. }));
             assert!(d.summary().contains("UNKNOWN"));
@@ -603,7 +652,7 @@ mod tests {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
         let mut m = none();
         m.done.insert("a".into());
-        let d = decide(&q, &i, &[], &m, &ONE);
+        let d = decide(&q, &i, &[], &m, &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(d.notes[0].contains("FAILED"));
     }
@@ -611,7 +660,7 @@ mod tests {
     #[test]
     fn shipped_models_are_done_and_all_done_is_reported() {
         let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P));
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, None);
         assert_eq!(d.outcome, Outcome::AllDone);
     }
@@ -620,7 +669,7 @@ mod tests {
     fn sentinel_or_missing_qspec_is_not_gate_ready() {
         for g in [GateKind::Sentinel, GateKind::Missing] {
             let (q, i) = one(entry("a", Tag::ReadyNow, true), inv(P, P, P, g.clone(), A));
-            let d = decide(&q, &i, &[], &none(), &ONE);
+            let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
             assert_eq!(d.action, None, "{g:?}");
             assert!(d.notes[0].contains("not ready"));
         }
@@ -633,19 +682,22 @@ mod tests {
         i.insert("a".into(), ready());
         i.insert("b".into(), inv(A, A, P, gate(), A));
         i.insert("c".into(), ready());
-        let d = decide(&q, &i, &[], &none(), &ONE);
+        let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitFeeder { id: "b".into(), hf_source: "org/b".into() }));
         assert!(d.notes[0].starts_with("HOLD a"));
         // once b's feeder marker exists, c (ready) is encoded
         let mut m = none();
         m.feeder.insert("b".into());
-        assert_eq!(decide(&q, &i, &[], &m, &ONE).action, Some(Action::SubmitEncode { id: "c".into() }));
+        assert_eq!(
+            decide(&q, &i, &[], &m, &ONE, &Limits::none()).action,
+            Some(Action::SubmitEncode { id: "c".into() })
+        );
     }
 
     #[test]
     fn unprobed_model_blocks() {
         let q = vec![entry("a", Tag::AutoFeed, true)];
-        let d = decide(&q, &Inventory::new(), &[], &none(), &ONE);
+        let d = decide(&q, &Inventory::new(), &[], &none(), &ONE, &Limits::none());
         assert!(matches!(d.outcome, Outcome::Blocked { .. }));
     }
 
@@ -677,19 +729,22 @@ mod tests {
         let (q, i) = zoo(&[("a", ready()), ("b", ready()), ("c", ready())]);
         let a = flying("a", BuildKind::Encode);
         // one slot: a's encode blocks everything
-        assert!(matches!(decide(&q, &i, std::slice::from_ref(&a), &none(), &ONE).outcome, Outcome::Busy { .. }));
+        assert!(matches!(
+            decide(&q, &i, std::slice::from_ref(&a), &none(), &ONE, &Limits::none()).outcome,
+            Outcome::Busy { .. }
+        ));
         // three: b is encoded beside a, never a again
-        let d = decide(&q, &i, std::slice::from_ref(&a), &none(), &THREE);
+        let d = decide(&q, &i, std::slice::from_ref(&a), &none(), &THREE, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitEncode { id: "b".into() }));
         assert!(d.notes.iter().any(|n| n == "skip a: a build of its own is in flight"), "{:?}", d.notes);
         let b = flying("b", BuildKind::Encode);
         assert_eq!(
-            decide(&q, &i, &[a.clone(), b.clone()], &none(), &THREE).action,
+            decide(&q, &i, &[a.clone(), b.clone()], &none(), &THREE, &Limits::none()).action,
             Some(Action::SubmitEncode { id: "c".into() })
         );
         // all three slots taken: busy
         let c = flying("c", BuildKind::Encode);
-        assert!(matches!(decide(&q, &i, &[a, b, c], &none(), &THREE).outcome, Outcome::Busy { .. }));
+        assert!(matches!(decide(&q, &i, &[a, b, c], &none(), &THREE, &Limits::none()).outcome, Outcome::Busy { .. }));
     }
 
     #[test]
@@ -697,12 +752,12 @@ mod tests {
         let (q, i) = zoo(&[("a", inv(A, A, P, gate(), A)), ("b", inv(A, A, P, gate(), A)), ("c", ready())]);
         // nothing in flight: the first in queue order (a's feeder), one action only
         assert_eq!(
-            decide(&q, &i, &[], &none(), &THREE).action,
+            decide(&q, &i, &[], &none(), &THREE, &Limits::none()).action,
             Some(Action::SubmitFeeder { id: "a".into(), hf_source: "org/a".into() })
         );
         // a's feeder in flight: b waits for the feeder slot, c (ready) is encoded
         let f = flying("a", BuildKind::Feeder);
-        let d = decide(&q, &i, std::slice::from_ref(&f), &none(), &THREE);
+        let d = decide(&q, &i, std::slice::from_ref(&f), &none(), &THREE, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitEncode { id: "c".into() }));
         assert!(
             d.notes.iter().any(|n| n.starts_with("skip b: needs a feeder, waiting for the feeder slot")),
@@ -710,9 +765,12 @@ mod tests {
             d.notes
         );
         // with one slot, the feeder blocks the encode too
-        assert!(matches!(decide(&q, &i, std::slice::from_ref(&f), &none(), &ONE).outcome, Outcome::Busy { .. }));
+        assert!(matches!(
+            decide(&q, &i, std::slice::from_ref(&f), &none(), &ONE, &Limits::none()).outcome,
+            Outcome::Busy { .. }
+        ));
         // c's encode in flight as well: b still waits, and nothing else is left: busy, not idle
-        let d = decide(&q, &i, &[f, flying("c", BuildKind::Encode)], &none(), &THREE);
+        let d = decide(&q, &i, &[f, flying("c", BuildKind::Encode)], &none(), &THREE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(matches!(d.outcome, Outcome::Busy { .. }));
     }
@@ -723,7 +781,7 @@ mod tests {
         let two = Slots { encodes: 2, max_builds: 3 };
         let flight = [flying("a", BuildKind::Encode), flying("b", BuildKind::Encode)];
         // both encode slots taken: d waits, c's feeder takes the third build
-        let d = decide(&q, &i, &flight, &none(), &two);
+        let d = decide(&q, &i, &flight, &none(), &two, &Limits::none());
         assert_eq!(d.action, Some(Action::SubmitFeeder { id: "c".into(), hf_source: "org/c".into() }));
         assert!(
             d.notes.iter().any(|n| n == "skip d: READY, waiting for an encode slot (2 of 2 taken)"),
@@ -732,19 +790,19 @@ mod tests {
         );
         // the region's quota reached (2 encodes + a feeder of 3): busy
         let full = [flight[0].clone(), flight[1].clone(), flying("x", BuildKind::Feeder)];
-        assert!(matches!(decide(&q, &i, &full, &none(), &two).outcome, Outcome::Busy { .. }));
+        assert!(matches!(decide(&q, &i, &full, &none(), &two, &Limits::none()).outcome, Outcome::Busy { .. }));
         // a build whose model cannot be told could be any model's: busy
         let mut anon = flying("a", BuildKind::Encode);
         anon.model_id = None;
         anon.substitutions = [("_HF_SOURCE".to_string(), "x".to_string())].into();
-        assert!(matches!(decide(&q, &i, &[anon], &none(), &THREE).outcome, Outcome::Busy { .. }));
+        assert!(matches!(decide(&q, &i, &[anon], &none(), &THREE, &Limits::none()).outcome, Outcome::Busy { .. }));
     }
 
     #[test]
     fn unknown_still_blocks_with_free_slots() {
         let u = Probe::Unknown("cannot reach r2".into());
         let (q, i) = zoo(&[("a", ready()), ("b", inv(P, u, P, gate(), A)), ("c", ready())]);
-        let d = decide(&q, &i, &[flying("a", BuildKind::Encode)], &none(), &THREE);
+        let d = decide(&q, &i, &[flying("a", BuildKind::Encode)], &none(), &THREE, &Limits::none());
         assert_eq!(d.action, None);
         assert!(matches!(d.outcome, Outcome::Blocked { ref id, .. } if id == "b"), "{:?}", d.outcome);
     }

@@ -203,6 +203,7 @@ pub fn rows(
     builds: &[BuildInfo],
     markers: &MarkerSet,
     c: &CostConfig,
+    limits: &super::tick::Limits,
     flag_margin: f32,
 ) -> Vec<ZooRow> {
     let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c)), builds);
@@ -275,7 +276,7 @@ pub fn rows(
                 gate_figures: None,
                 reason: e.comment.clone().filter(|_| matches!(e.tag, Tag::Hold | Tag::OutOfScope)),
                 // what the tick, `check` and "submit now" would do for it: one function decides
-                next_build: super::tick::model_step(e, m, inv, markers, &flight).describe(&e.id),
+                next_build: super::tick::model_step(e, m, inv, markers, &flight, limits).describe(&e.id),
                 detail,
             }
         })
@@ -378,7 +379,15 @@ mod tests {
     fn status_and_the_control_room_share_the_columns_and_the_note() {
         let q =
             queue("a  params=0.5  family=qwen2  HOLD  # waiting for a licence\nb  params=7  family=qwen2  READY-NOW\n");
-        let rows = rows(&q.entries, &Inventory::new(), &[], &MarkerSet::default(), &CostConfig::default(), 1.0);
+        let rows = rows(
+            &q.entries,
+            &Inventory::new(),
+            &[],
+            &MarkerSet::default(),
+            &CostConfig::default(),
+            &super::super::tick::Limits::none(),
+            1.0,
+        );
         assert_eq!(rows[0].note(), Some("waiting for a licence"));
         assert_eq!(rows[1].note(), None);
         let built = ZooRow { last_build: Some("b7 FAILURE".into()), ..rows[1].clone() };

@@ -80,7 +80,15 @@ pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
         inv.insert(e.id.clone(), m);
     }
     let builds = vec![building("qwen2.5-0.5b", BuildKind::Encode, "encode")];
-    let rows = zoo::rows(&q.entries, &inv, &builds, &MarkerSet::default(), &CostConfig::default(), 1.0);
+    let rows = zoo::rows(
+        &q.entries,
+        &inv,
+        &builds,
+        &MarkerSet::default(),
+        &CostConfig::default(),
+        &crate::controlplane::campaign::tick::Limits::none(),
+        1.0,
+    );
     let mut app = App::new(Keymap::default(), theme, CostConfig::default(), readonly, yes, 60);
     app.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
     app.next_tick_at = NOW + 42.0;
