@@ -92,8 +92,7 @@ pub struct EncodeArgs {
     /// empty value encodes without (the cloud build's `_CALIB_TEXT` switched off)
     #[arg(long, value_parser = path_or_empty)]
     pub calib_text: Option<PathBuf>,
-    /// chunks of 512 tokens of --calib-text to use (at least 1), run as sequences of 128 spread
-    /// over the text
+    /// chunks of 512 tokens of --calib-text to use (at least 1)
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
     pub calib_chunks: usize,
     /// under --calib-text: which weights compute each later matmul's calibration inputs, and
