@@ -1,9 +1,9 @@
 //! `--calib-text`: error feedback across columns (GPTQ-style), with the full second moments of
 //! each matmul's inputs instead of the imatrix's diagonal, computed layer by layer.
 //!
-//! The calibration text's tokens (16 chunks of 512 by default, run as sequences of [`SEQ`]
-//! spread over the text) are embedded once; then, for each layer in turn and each group of matmuls
-//! that read one input (q/k/v; attn_output; gate/up; ffn_down), in the order the layer runs them:
+//! The calibration text's tokens (16 chunks of 512 by default) are embedded once; then, for
+//! each layer in turn and each group of matmuls that read one input (q/k/v; attn_output;
+//! gate/up; ffn_down), in the order the layer runs them:
 //! 1. the input is computed for every token from the hidden states (`Model::layer_*`),
 //! 2. its second moments H = Σ x xᵀ are accumulated by one symmetric rank-k GEMM
 //!    (`linalg::Moments`), damped towards the imatrix's diagonal for that input ([`DEFAULT_PRIOR`]),
@@ -40,15 +40,11 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Tokens per chunk of the calibration text: the unit `--calib-chunks` counts in (16 chunks are
-/// 8,192 tokens).
+/// Tokens per chunk of the calibration text. The same tokens as four times as many 128-token
+/// chunks measured 4–9% lower KLD out of the calibration text's domain on both fixtures, but
+/// the demo's SmolLM2 knot then lost its " Paris" case, a coin toss (docs/BENCHMARKS.md,
+/// "Shorter calibration sequences"): not the default.
 pub const CTX: usize = 512;
-/// Length of each sequence the calibration's tokens run as, spread evenly over the text: one
-/// chunk each. 128-token sequences (four times as many places of the text for the same tokens)
-/// measured 4–9% lower KLD out of the calibration text's domain on both fixtures, but the
-/// demo's SmolLM2 knot then lost its " Paris" case (a coin toss: docs/BENCHMARKS.md, "Shorter
-/// calibration sequences"), so the default stays 512.
-pub const SEQ: usize = 512;
 /// Chunks of the calibration text by default: 16 × 512 tokens. With 4 chunks (2,048 tokens for
 /// 1,536-wide inputs) H is too poorly conditioned to help much (docs/BENCHMARKS.md).
 pub const DEFAULT_CHUNKS: usize = 16;
@@ -102,8 +98,8 @@ pub fn parse_weight(s: &str) -> Option<f64> {
     s.trim().parse::<f64>().ok().filter(|v| is_weight(*v))
 }
 
-/// Positions at the start of each calibration sequence ([`SEQ`]) whose shortfall x° − x the
-/// asymmetric correction leaves out. A sequence's first tokens are the model's attention sink, whose inputs
+/// Positions at the start of each calibration chunk whose shortfall x° − x the asymmetric
+/// correction leaves out. A chunk's first tokens are the model's attention sink, whose inputs
 /// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
 /// the shortfall by those inputs, so 16 chunks' first tokens set the correction in those
 /// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
@@ -177,11 +173,7 @@ pub struct FeedbackOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct FeedbackReport {
     pub text: String,
-    /// chunks of [`CTX`] tokens, as asked and the text holds
     pub chunks: usize,
-    /// the sequences those tokens ran as, each of `sequence_tokens` ([`SEQ`])
-    pub sequences: usize,
-    pub sequence_tokens: usize,
     pub tokens: usize,
     pub damp: f64,
     /// the imatrix prior's weight (`--calib-prior`) and the inputs it was applied to (those with an
@@ -191,7 +183,7 @@ pub struct FeedbackReport {
     pub inputs: Inputs,
     /// the asymmetric correction's weight β (0 unless the inputs are asymmetric)
     pub correction: f64,
-    /// the positions at the start of each sequence the correction leaves out ([`SINK_POSITIONS`]
+    /// the positions at the start of each chunk the correction leaves out ([`SINK_POSITIONS`]
     /// under [`Inputs::Asymmetric`], else 0)
     pub sink_positions: usize,
     /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
@@ -300,11 +292,11 @@ fn pick<'w>(own: &'w Own, model: &'w Model<'w>, li: usize, p: Proj) -> &'w Weigh
 }
 
 /// x° − x in the place of x° (the f16's input to a stage, the knot's, for `tokens` tokens in
-/// sequences of [`SEQ`]), zero at each sequence's first [`SINK_POSITIONS`].
+/// chunks of [`CTX`]), zero at each chunk's first [`SINK_POSITIONS`].
 fn shortfall(mut reference: Vec<f32>, x: &[f32], tokens: usize) -> Vec<f32> {
     let n = x.len() / tokens.max(1);
     for (t, (r, v)) in reference.chunks_mut(n).zip(x.chunks(n)).enumerate() {
-        if t % SEQ < SINK_POSITIONS {
+        if t % CTX < SINK_POSITIONS {
             r.fill(0.0);
         } else {
             r.iter_mut().zip(v).for_each(|(r, v)| *r -= v);
@@ -337,23 +329,19 @@ impl<'g> Calibration<'g> {
         }
         let tok = Tokenizer::from_gguf(f16).map_err(|e| bad(&e))?;
         let body = Text::load(&tok, &o.text).map_err(|e| bad(&e))?;
-        // as many chunks as asked and the text holds (at least one), run as sequences of SEQ
         let chunks = body.chunks(CTX, o.chunks).map_err(|e| bad(&e))?;
-        let sequences = chunks * CTX / SEQ;
         // weights stay mapped: each matmul decodes them a row chunk at a time
         let model = Model::load(f16, 0).map_err(|e| bad(&e))?;
-        // sequences spread evenly over the text, so that they sample every kind of text it
-        // holds (the shipped one is prose, code and Markdown, one after the other)
-        let all = body.chunks(SEQ, 0).map_err(|e| bad(&e))?;
-        let seqs: Vec<Vec<u32>> = (0..sequences).map(|c| body.chunk(c * all / sequences, SEQ)).collect();
+        // chunks spread evenly over the text, so that a few of them still sample every kind of
+        // text it holds (the shipped one is prose, code and Markdown, one after the other)
+        let all = body.chunks(CTX, 0).map_err(|e| bad(&e))?;
+        let seqs: Vec<Vec<u32>> = (0..chunks).map(|c| body.chunk(c * all / chunks, CTX)).collect();
         let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
         let batch = model.embed(&refs).map_err(|e| bad(&e))?;
         let report = FeedbackReport {
             text: o.text.display().to_string(),
             chunks,
-            sequences,
-            sequence_tokens: SEQ,
-            tokens: sequences * SEQ,
+            tokens: chunks * CTX,
             damp: DAMP,
             prior: o.prior,
             prior_inputs: 0,
@@ -727,20 +715,20 @@ pub(crate) mod tests {
         assert!(after < 0.1 * before, "Σ‖W x° − W′ x‖²: {after:.4e} against {before:.4e} for W");
     }
 
-    /// The shortfall the correction is fitted to leaves out each sequence's attention-sink
+    /// The shortfall the correction is fitted to leaves out each chunk's attention-sink
     /// positions, and only those.
     #[test]
     fn the_shortfall_leaves_out_each_chunks_first_positions() {
-        let (n, tokens) = (3, 2 * super::SEQ);
+        let (n, tokens) = (3, 2 * super::CTX);
         let x: Vec<f32> = (0..tokens * n).map(|i| i as f32).collect();
         let xf: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
         let d = super::shortfall(xf, &x, tokens);
         for (t, r) in d.chunks(n).enumerate() {
-            let want = if t % super::SEQ < super::SINK_POSITIONS { 0.0 } else { 2.0 };
+            let want = if t % super::CTX < super::SINK_POSITIONS { 0.0 } else { 2.0 };
             assert!(r.iter().all(|&v| v == want), "token {t}: {r:?}");
         }
         let left_out = d.chunks(n).filter(|r| r.iter().all(|&v| v == 0.0)).count();
-        assert_eq!(left_out, 2 * super::SINK_POSITIONS, "the sink of each of the two sequences, and nothing else");
+        assert_eq!(left_out, 2 * super::SINK_POSITIONS, "the sink of each of the two chunks, and nothing else");
         assert!(left_out > 0, "some positions are left out");
     }
 
