@@ -3,13 +3,13 @@
 # vocabulary (scripts/feedback-slice.py), encoded plainly and with error feedback over the
 # shipped calibration text (the default --calib-inputs). Prints wall time and peak resident memory
 # (GNU time) of each.
-# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks, default 16), LAYERS (2),
+# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks; default: the encoder's), LAYERS (2),
 # ALSO_F16 (also the --calib-inputs f16 run), ALSO_REFINE (also a run with --calib-refine 1),
 # KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
 # in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-chunks=${CHUNKS:-16}
+chunks=${CHUNKS:-}
 layers=${LAYERS:-2}
 venv=.cache/llama/venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -32,9 +32,11 @@ run() {
 }
 printf '| %s-layer slice, qwen2.5-7b widths, bpw 3.3, %s threads | wall | peak RSS |\n|---|---|---|\n' "$layers" "$(nproc)"
 run plain
-run "feedback-$chunks" --calib-text assets/calib/calib.txt --calib-chunks "$chunks"
+fb=(--calib-text assets/calib/calib.txt ${chunks:+--calib-chunks "$chunks"})
+name="feedback${chunks:+-$chunks}"
+run "$name" "${fb[@]}"
 # ALSO_F16=1: the same feedback with the cheaper --calib-inputs f16 beside it
-[ -z "${ALSO_F16:-}" ] || run "feedback-$chunks-f16" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-inputs f16
+[ -z "${ALSO_F16:-}" ] || run "$name-f16" "${fb[@]}" --calib-inputs f16
 # ALSO_REFINE=1: the same feedback with one pass of block coordinate descent after each tensor
-[ -z "${ALSO_REFINE:-}" ] || run "feedback-$chunks-refine1" --calib-text assets/calib/calib.txt --calib-chunks "$chunks" --calib-refine 1
+[ -z "${ALSO_REFINE:-}" ] || run "$name-refine1" "${fb[@]}" --calib-refine 1
 [ -n "${KEEP_KNOTS:-}" ] || rm -f "$work"/*.knot

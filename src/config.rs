@@ -220,6 +220,9 @@ pub struct FeedbackConfig {
     pub enabled: bool,
     /// chunks of 512 tokens of the calibration text
     pub chunks: usize,
+    /// tokens per calibration sequence (`--calib-seq`): the chunks' tokens run as sequences of
+    /// this length, spread evenly over the text
+    pub seq: usize,
     /// the calibration text local encode builds use (default: `[local] calib_text` where
     /// `[gate] text` names the gate's, else the repository's text); cloud
     /// builds use their image's /calib/calib.txt. Never the gate's text.
@@ -241,6 +244,7 @@ impl Default for FeedbackConfig {
         FeedbackConfig {
             enabled: true,
             chunks: fb::DEFAULT_CHUNKS,
+            seq: fb::DEFAULT_SEQ,
             text: None,
             inputs: fb::Inputs::DEFAULT,
             correction: fb::DEFAULT_CORRECTION,
@@ -520,6 +524,16 @@ impl RawConfig {
                 "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
             ));
         }
+        let seqs = crate::dataplane::encode::feedback::SEQ_RANGE;
+        if !seqs.contains(&self.feedback.seq) {
+            return Err(ConfigError::Invalid(format!(
+                "feedback.seq = {}: expected a sequence length from {} to {} tokens ({} by default)",
+                self.feedback.seq,
+                seqs.start(),
+                seqs.end(),
+                crate::dataplane::encode::feedback::DEFAULT_SEQ
+            )));
+        }
         if !crate::dataplane::encode::feedback::is_weight(self.feedback.correction) {
             return Err(ConfigError::Invalid(format!(
                 "feedback.correction = {}: expected {} ({} by default)",
@@ -796,7 +810,7 @@ mod tests {
     }
 
     #[test]
-    fn feedback_inputs_correction_and_refine_are_read_and_checked() {
+    fn feedback_inputs_correction_seq_and_refine_are_read_and_checked() {
         use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CORRECTION, DEFAULT_REFINE};
         let resolve = |toml: &str| {
             let raw = RawConfig::parse(Path::new("c.toml"), toml).map_err(|e| e.to_string())?;
@@ -810,6 +824,10 @@ mod tests {
         }
         let e = resolve("search = 9\n").unwrap_err();
         assert!(e.contains("search = 9: expected a number of scale codes from 0 to 8"), "{e}");
+        assert_eq!(d.seq, crate::dataplane::encode::feedback::DEFAULT_SEQ);
+        assert_eq!(resolve("[feedback]\nseq = 128\n").unwrap().seq, 128);
+        let e = resolve("[feedback]\nseq = 16\n").unwrap_err();
+        assert!(e.contains("feedback.seq = 16: expected a sequence length from 32 to 2048 tokens"), "{e}");
         let e = resolve("[feedback]\nrefine = 5\n").unwrap_err();
         assert!(e.contains("feedback.refine = 5: expected a number of passes from 0 to 4"), "{e}");
         let e = resolve("[feedback]\ninputs = \"sideways\"\n").unwrap_err();

@@ -132,6 +132,7 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let encode = step("encode");
     assert!(encode.contains("--calib-text=${_CALIB_TEXT}"), "{encode}");
     assert!(encode.contains("--calib-chunks=${_CALIB_CHUNKS}"), "{encode}");
+    assert!(encode.contains("--calib-seq=${_CALIB_SEQ}"), "{encode}");
     assert!(encode.contains("--calib-inputs=${_CALIB_INPUTS}"), "{encode}");
     assert!(encode.contains("--calib-correction=${_CALIB_CORRECTION}"), "{encode}");
     assert!(encode.contains("--calib-refine=${_CALIB_REFINE}"), "{encode}");
@@ -160,13 +161,17 @@ fn the_encode_build_calibrates_on_its_own_text_never_the_gates() {
     let f16 = FeedbackConfig { inputs: kaiju::dataplane::encode::feedback::Inputs::F16, ..Default::default() };
     let f16 = encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &f16).unwrap();
     assert_eq!(f16["_CALIB_INPUTS"], "f16");
+    assert_eq!(on["_CALIB_SEQ"], kaiju::dataplane::encode::feedback::DEFAULT_SEQ.to_string());
+    let short = FeedbackConfig { seq: 128, ..Default::default() };
+    assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &short).unwrap()["_CALIB_SEQ"], "128");
     let off = FeedbackConfig { enabled: false, ..Default::default() };
     assert_eq!(encode_params(e, &qs, &b, 0, None, &GateConfig::default(), &off).unwrap()["_CALIB_TEXT"], "");
 }
 
 /// The encode step's command line, with the substitutions `gate-params` makes from
 /// `[feedback]`, is one the encoder accepts, and asks it for what the configuration says:
-/// feedback on the image's text with the configured inputs, correction and refinement, or none.
+/// feedback on the image's text with the configured chunks, sequence length, inputs, correction
+/// and refinement, or none.
 #[test]
 fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() {
     use clap::Parser;
@@ -201,11 +206,12 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
     let asked = |f: &FeedbackConfig| kaiju::commands::files::feedback_options(&cli_for(e, f).enc);
     let d = asked(&FeedbackConfig::default()).expect("on by default");
     assert_eq!(d.text, PathBuf::from(kaiju::config::IMAGE_CALIB_TEXT));
-    assert_eq!((d.chunks, d.inputs, d.correction, d.refine), (16, Inputs::DEFAULT, 0.5, 0));
+    let seq = kaiju::dataplane::encode::feedback::DEFAULT_SEQ;
+    assert_eq!((d.chunks, d.seq, d.inputs, d.correction, d.refine), (16, seq, Inputs::DEFAULT, 0.5, 0));
     for inputs in Inputs::ALL {
-        let f = FeedbackConfig { chunks: 7, inputs, correction: 0.45, refine: 1, ..Default::default() };
+        let f = FeedbackConfig { chunks: 7, seq: 256, inputs, correction: 0.45, refine: 1, ..Default::default() };
         let o = asked(&f).expect("on");
-        assert_eq!((o.chunks, o.inputs, o.correction, o.refine), (7, inputs, 0.45, 1), "{inputs:?}");
+        assert_eq!((o.chunks, o.seq, o.inputs, o.correction, o.refine), (7, 256, inputs, 0.45, 1), "{inputs:?}");
     }
     assert!(asked(&FeedbackConfig { enabled: false, ..Default::default() }).is_none());
     // the shipped queue's two small models ask for their own effort (search=2 refine=1) over

@@ -532,7 +532,15 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
             .unwrap();
     let fb = &tel["feedback"];
     assert!(fb["text"].as_str().unwrap().ends_with("calib-text.txt"), "{fb}");
-    assert_eq!((fb["chunks"].as_u64(), fb["prior"].as_f64()), (Some(16), Some(1.0)), "{fb}");
+    use kaiju::commands::demo::{DEMO_CALIB_CHUNKS, DEMO_CALIB_SEQ};
+    assert_eq!((fb["chunks"].as_u64(), fb["prior"].as_f64()), (Some(DEMO_CALIB_CHUNKS as u64), Some(1.0)), "{fb}");
+    // [feedback] seq, as the demo's config.toml sets it: the chunks' tokens as sequences of it
+    let seqs = (DEMO_CALIB_CHUNKS * 512 / DEMO_CALIB_SEQ) as u64;
+    assert_eq!(
+        (fb["sequences"].as_u64(), fb["sequence_tokens"].as_u64()),
+        (Some(seqs), Some(DEMO_CALIB_SEQ as u64)),
+        "{fb}"
+    );
     // [feedback] inputs, as the demo's config.toml sets it, reached the encoder
     assert_eq!(fb["inputs"].as_str(), Some(kaiju::commands::demo::DEMO_CALIB_INPUTS.name()), "{fb}");
     assert!(fb["seconds"].as_f64().unwrap() > 0.0, "{fb}");

@@ -423,9 +423,9 @@ fn an_allocated_knot_keeps_its_budget_and_says_why() {
 /// `--calib-text`, layer by layer: each distinct matmul input's second moments are factored
 /// and every tensor carries its blocks' errors forward. The format is the same (same types and
 /// sizes, every tensor readable and finite), the points are not; calibrated on the text the
-/// repository ships (prose, code and Markdown; 16 chunks spread over it), the knot is closer to
-/// the f16 than the plain one at the same budget over a text it was not calibrated on (the
-/// README); the telemetry and the header say what calibrated it.
+/// repository ships (prose, code and Markdown; 16 chunks' tokens as sequences spread over
+/// it), the knot is closer to the f16 than the plain one at the same budget over a text it was
+/// not calibrated on (the README); the telemetry and the header say what calibrated it.
 #[test]
 fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     use encode::feedback::{FeedbackOptions, Inputs, DEFAULT_CHUNKS};
@@ -447,6 +447,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         Some(FeedbackOptions {
             text,
             chunks: DEFAULT_CHUNKS,
+            seq: encode::feedback::DEFAULT_SEQ,
             inputs: Inputs::DEFAULT,
             prior: encode::feedback::DEFAULT_PRIOR,
             correction: encode::feedback::DEFAULT_CORRECTION,
@@ -456,6 +457,9 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     let f = t.feedback.as_ref().expect("a feedback report");
     let beta = encode::feedback::DEFAULT_CORRECTION;
     assert_eq!((f.chunks, f.tokens, f.inputs, f.correction), (16, 16 * 512, Inputs::Asymmetric, beta));
+    // the chunks' tokens run as sequences of the default length, spread over the text
+    let seq = encode::feedback::DEFAULT_SEQ;
+    assert_eq!((f.sequences, f.sequence_tokens), (16 * 512 / seq, seq));
     assert_eq!(f.sink_positions, encode::feedback::SINK_POSITIONS, "the telemetry says what the correction left out");
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
@@ -463,6 +467,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     assert_eq!((f.prior, f.prior_inputs), (encode::feedback::DEFAULT_PRIOR, f.factored));
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
     assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
+    assert!(tel.contains(&format!("\"sequence_tokens\": {seq}")), "{tel}");
     assert!(tel.contains(&format!("\"sink_positions\": {}", encode::feedback::SINK_POSITIONS)), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
     assert_eq!(b.get_str("kaiju.feedback_text"), Some("calib.txt"));
@@ -497,7 +502,8 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
 }
 
 /// Bad calibration inputs are refused with the file named, before any output is written:
-/// missing, empty, not UTF-8, shorter than one chunk of 512 tokens, and zero chunks.
+/// missing, empty, not UTF-8, shorter than one chunk of 512 tokens, zero chunks, and a
+/// sequence length out of range.
 #[test]
 fn bad_calibration_texts_are_named_before_any_output() {
     use encode::feedback::{FeedbackOptions, Inputs};
@@ -506,20 +512,24 @@ fn bad_calibration_texts_are_named_before_any_output() {
     std::fs::write(p("empty.txt"), "  \n").unwrap();
     std::fs::write(p("latin1.txt"), b"caf\xe9 au lait").unwrap();
     std::fs::write(p("short.txt"), "A few words are not a chunk of five hundred and twelve tokens.").unwrap();
+    std::fs::write(p("long.txt"), "Plenty of words. ".repeat(2000)).unwrap();
+    let seq = encode::feedback::DEFAULT_SEQ;
     let cases = [
-        ("no-such-text.txt", 1, "No such file"),
-        ("empty.txt", 1, "empty"),
-        ("latin1.txt", 1, "UTF-8"),
-        ("short.txt", 1, "512"),
-        ("short.txt", 0, "at least 1"),
+        ("no-such-text.txt", 1, seq, "No such file"),
+        ("empty.txt", 1, seq, "empty"),
+        ("latin1.txt", 1, seq, "UTF-8"),
+        ("short.txt", 1, seq, "512"),
+        ("short.txt", 0, seq, "at least 1"),
+        ("long.txt", 1, 16, "--calib-seq 16: expected a sequence length from 32 to 2048"),
     ];
-    for (name, chunks, why) in cases {
+    for (name, chunks, seq, why) in cases {
         let out = p("never.knot");
         let tel = p("never.telemetry.json");
         let job = EncodeJob {
             feedback: Some(FeedbackOptions {
                 text: p(name),
                 chunks,
+                seq,
                 inputs: Inputs::F16,
                 prior: 1.0,
                 correction: 0.0,
@@ -689,6 +699,7 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
             feedback: Some(FeedbackOptions {
                 text: calib.clone(),
                 chunks: 2,
+                seq: encode::feedback::DEFAULT_SEQ,
                 inputs,
                 prior: DEFAULT_PRIOR,
                 correction: 0.3,

@@ -13,6 +13,7 @@ pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feed
     a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| FeedbackOptions {
         text,
         chunks: a.calib_chunks,
+        seq: a.calib_seq,
         // clap takes only Inputs::ALL's names
         inputs: Inputs::parse(&a.calib_inputs).unwrap_or(Inputs::DEFAULT),
         prior: a.calib_prior,

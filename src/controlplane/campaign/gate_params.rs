@@ -21,7 +21,7 @@ pub enum ParamsError {
 /// on: `_CALIB_TEXT` names the image's calibration text (`[feedback] enabled = false` empties
 /// it), `_CALIB_INPUTS` / `_CALIB_CORRECTION` / `_CALIB_REFINE` carry `[feedback] inputs` /
 /// `correction` / `refine`.
-pub const QWEN25_7B_DEFAULTS: [(&str, &str); 30] = [
+pub const QWEN25_7B_DEFAULTS: [(&str, &str); 31] = [
     ("_MODEL_ID", "qwen2.5-7b"),
     ("_FAMILY", "qwen2"),
     ("_TOKENIZER", "Qwen/Qwen2.5-7B-Instruct"),
@@ -49,6 +49,7 @@ pub const QWEN25_7B_DEFAULTS: [(&str, &str); 30] = [
     ("_ARGMAX_MIN_MARGIN", ""),
     ("_CALIB_TEXT", "/calib/calib.txt"),
     ("_CALIB_CHUNKS", "16"),
+    ("_CALIB_SEQ", "512"),
     ("_CALIB_INPUTS", "asymmetric"),
     ("_CALIB_CORRECTION", "0.5"),
     ("_CALIB_REFINE", "0"),
@@ -133,6 +134,7 @@ pub fn encode_params(
         // default)
         ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
         ("_CALIB_CHUNKS", feedback.chunks.to_string()),
+        ("_CALIB_SEQ", feedback.seq.to_string()),
         ("_CALIB_INPUTS", feedback.inputs.name().to_string()),
         ("_CALIB_CORRECTION", feedback.correction.to_string()),
         ("_CALIB_REFINE", e.refine.unwrap_or(feedback.refine).to_string()),

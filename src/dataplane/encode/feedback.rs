@@ -1,9 +1,10 @@
 //! `--calib-text`: error feedback across columns (GPTQ-style), with the full second moments of
 //! each matmul's inputs instead of the imatrix's diagonal, computed layer by layer.
 //!
-//! The calibration text's tokens (16 chunks of 512 by default) are embedded once; then, for
-//! each layer in turn and each group of matmuls that read one input (q/k/v; attn_output;
-//! gate/up; ffn_down), in the order the layer runs them:
+//! The calibration text's tokens (16 chunks of 512 by default, run as sequences of
+//! `--calib-seq` tokens spread over the text) are embedded once; then, for each layer in turn and each group of matmuls
+//! that read one input (q/k/v; attn_output; gate/up; ffn_down), in the order the layer runs
+//! them:
 //! 1. the input is computed for every token from the hidden states (`Model::layer_*`),
 //! 2. its second moments H = Σ x xᵀ are accumulated by one symmetric rank-k GEMM
 //!    (`linalg::Moments`), damped towards the imatrix's diagonal for that input ([`DEFAULT_PRIOR`]),
@@ -40,13 +41,25 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Tokens per chunk of the calibration text. The same tokens as four times as many 128-token
-/// chunks measured 4–9% lower KLD out of the calibration text's domain on both fixtures, but
-/// the demo's SmolLM2 knot then lost its " Paris" case, a coin toss (docs/BENCHMARKS.md,
-/// "Shorter calibration sequences"): not the default.
+/// Tokens per chunk of the calibration text: the unit `--calib-chunks` counts in (16 chunks are
+/// 8,192 tokens).
 pub const CTX: usize = 512;
-/// Chunks of the calibration text by default: 16 × 512 tokens. With 4 chunks (2,048 tokens for
-/// 1,536-wide inputs) H is too poorly conditioned to help much (docs/BENCHMARKS.md).
+/// Tokens per calibration sequence by default (`--calib-seq`): one chunk each. The same tokens
+/// as four times as many 128-token sequences measured up to 4–9% lower KLD out of the
+/// calibration text's domain, but not in it (Qwen2.5-Coder-0.5B's best setting 0.0916 against
+/// 0.086–0.088; docs/BENCHMARKS.md, "Shorter calibration sequences" and "Fewer calibration
+/// tokens, in shorter sequences").
+pub const DEFAULT_SEQ: usize = CTX;
+/// The shortest and longest calibration sequences `--calib-seq` takes: a sequence must reach
+/// well past its attention-sink positions ([`SINK_POSITIONS`]), and one longer than a few
+/// chunks samples the text in too few places.
+pub const SEQ_RANGE: std::ops::RangeInclusive<usize> = 32..=2048;
+/// Chunks of the calibration text by default: 16 × 512 tokens. 10 chunks as 40 sequences of 128
+/// measured the same KLD out of the calibration text's domain on both fixtures with 72% of the
+/// feedback's time, but 11–15% higher on Qwen2.5-Coder-0.5B in domain, above the issue's line
+/// there; 8 and 9 chunks as sequences of 128 were 8–10% higher out of domain too; with 4 chunks
+/// (2,048 tokens for 1,536-wide inputs) H is too poorly conditioned to help much
+/// (docs/BENCHMARKS.md, "Fewer calibration tokens, in shorter sequences").
 pub const DEFAULT_CHUNKS: usize = 16;
 /// Damping added to H's diagonal, as a fraction of its mean: 0.01 and 0.1 measured the same
 /// KLD on SmolLM2, 0.1 the better perplexity ratio.
@@ -98,10 +111,10 @@ pub fn parse_weight(s: &str) -> Option<f64> {
     s.trim().parse::<f64>().ok().filter(|v| is_weight(*v))
 }
 
-/// Positions at the start of each calibration chunk whose shortfall x° − x the asymmetric
-/// correction leaves out. A chunk's first tokens are the model's attention sink, whose inputs
+/// Positions at the start of each calibration sequence whose shortfall x° − x the asymmetric
+/// correction leaves out. A sequence's first tokens are the model's attention sink, whose inputs
 /// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
-/// the shortfall by those inputs, so 16 chunks' first tokens set the correction in those
+/// the shortfall by those inputs, so the sequences' first tokens set the correction in those
 /// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
 /// attention sink"). Their moments stay in H: the feedback still protects their outputs.
 /// Leaving them out is established; 4 against 1 or 16 is not (one encode each, within the
@@ -157,7 +170,10 @@ impl Inputs {
 #[derive(Debug, Clone)]
 pub struct FeedbackOptions {
     pub text: PathBuf,
+    /// the tokens to use, in chunks of [`CTX`]
     pub chunks: usize,
+    /// the length of each sequence those tokens run as ([`DEFAULT_SEQ`]; `--calib-seq`)
+    pub seq: usize,
     pub inputs: Inputs,
     /// the imatrix prior's weight ([`DEFAULT_PRIOR`]; 0: none)
     pub prior: f64,
@@ -173,7 +189,11 @@ pub struct FeedbackOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct FeedbackReport {
     pub text: String,
+    /// chunks of [`CTX`] tokens, as asked and the text holds
     pub chunks: usize,
+    /// the sequences those chunks' tokens ran as, spread evenly over the text, and their length
+    pub sequences: usize,
+    pub sequence_tokens: usize,
     pub tokens: usize,
     pub damp: f64,
     /// the imatrix prior's weight (`--calib-prior`) and the inputs it was applied to (those with an
@@ -183,7 +203,7 @@ pub struct FeedbackReport {
     pub inputs: Inputs,
     /// the asymmetric correction's weight β (0 unless the inputs are asymmetric)
     pub correction: f64,
-    /// the positions at the start of each chunk the correction leaves out ([`SINK_POSITIONS`]
+    /// the positions at the start of each sequence the correction leaves out ([`SINK_POSITIONS`]
     /// under [`Inputs::Asymmetric`], else 0)
     pub sink_positions: usize,
     /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
@@ -292,11 +312,11 @@ fn pick<'w>(own: &'w Own, model: &'w Model<'w>, li: usize, p: Proj) -> &'w Weigh
 }
 
 /// x° − x in the place of x° (the f16's input to a stage, the knot's, for `tokens` tokens in
-/// chunks of [`CTX`]), zero at each chunk's first [`SINK_POSITIONS`].
-fn shortfall(mut reference: Vec<f32>, x: &[f32], tokens: usize) -> Vec<f32> {
+/// sequences of `seq`), zero at each sequence's first [`SINK_POSITIONS`].
+fn shortfall(mut reference: Vec<f32>, x: &[f32], tokens: usize, seq: usize) -> Vec<f32> {
     let n = x.len() / tokens.max(1);
     for (t, (r, v)) in reference.chunks_mut(n).zip(x.chunks(n)).enumerate() {
-        if t % CTX < SINK_POSITIONS {
+        if t % seq.max(1) < SINK_POSITIONS {
             r.fill(0.0);
         } else {
             r.iter_mut().zip(v).for_each(|(r, v)| *r -= v);
@@ -327,21 +347,34 @@ impl<'g> Calibration<'g> {
         if o.chunks == 0 {
             return Err(bad(&"--calib-chunks must be at least 1"));
         }
+        if !SEQ_RANGE.contains(&o.seq) {
+            return Err(bad(&format!(
+                "--calib-seq {}: expected a sequence length from {} to {} tokens",
+                o.seq,
+                SEQ_RANGE.start(),
+                SEQ_RANGE.end()
+            )));
+        }
         let tok = Tokenizer::from_gguf(f16).map_err(|e| bad(&e))?;
         let body = Text::load(&tok, &o.text).map_err(|e| bad(&e))?;
+        // as many chunks' tokens as asked and the text holds (at least one chunk), run as
+        // sequences of o.seq (at least one)
         let chunks = body.chunks(CTX, o.chunks).map_err(|e| bad(&e))?;
+        let all = body.chunks(o.seq, 0).map_err(|e| bad(&e))?;
+        let sequences = (chunks * CTX / o.seq).clamp(1, all);
         // weights stay mapped: each matmul decodes them a row chunk at a time
         let model = Model::load(f16, 0).map_err(|e| bad(&e))?;
-        // chunks spread evenly over the text, so that a few of them still sample every kind of
-        // text it holds (the shipped one is prose, code and Markdown, one after the other)
-        let all = body.chunks(CTX, 0).map_err(|e| bad(&e))?;
-        let seqs: Vec<Vec<u32>> = (0..chunks).map(|c| body.chunk(c * all / chunks, CTX)).collect();
+        // sequences spread evenly over the text, so that a few of them still sample every kind
+        // of text it holds (the shipped one is prose, code and Markdown, one after the other)
+        let seqs: Vec<Vec<u32>> = (0..sequences).map(|c| body.chunk(c * all / sequences, o.seq)).collect();
         let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
         let batch = model.embed(&refs).map_err(|e| bad(&e))?;
         let report = FeedbackReport {
             text: o.text.display().to_string(),
             chunks,
-            tokens: chunks * CTX,
+            sequences,
+            sequence_tokens: o.seq,
+            tokens: sequences * o.seq,
             damp: DAMP,
             prior: o.prior,
             prior_inputs: 0,
@@ -399,7 +432,7 @@ impl<'g> Calibration<'g> {
                 let f16 = |p| pick(&none, &self.model, li, p);
                 let hr = self.model.layer_attn_in(li, b);
                 let attr = self.model.layer_attention(li, &hr, b, &f16);
-                (Some(shortfall(hr, &h, tokens)), Some(attr))
+                (Some(shortfall(hr, &h, tokens, self.opts.seq)), Some(attr))
             }
             None => (None, None),
         };
@@ -413,7 +446,7 @@ impl<'g> Calibration<'g> {
             (Some(b), Some(attr)) => {
                 let f16 = |p| pick(&none, &self.model, li, p);
                 let hr = self.model.layer_attn_out(li, b, &attr, &f16);
-                (Some(shortfall(attr, &att, tokens)), Some(hr))
+                (Some(shortfall(attr, &att, tokens, self.opts.seq)), Some(hr))
             }
             _ => (None, None),
         };
@@ -427,7 +460,7 @@ impl<'g> Calibration<'g> {
             Some(hr) => {
                 let f16 = |p| pick(&none, &self.model, li, p);
                 let gr = self.model.layer_ffn_act(li, &hr, &f16);
-                (Some(shortfall(hr, &h, tokens)), Some(gr))
+                (Some(shortfall(hr, &h, tokens, self.opts.seq)), Some(gr))
             }
             None => (None, None),
         };
@@ -441,7 +474,7 @@ impl<'g> Calibration<'g> {
             (Some(b), Some(gr)) => {
                 let f16 = |p| pick(&none, &self.model, li, p);
                 self.model.layer_ffn_out(li, b, &gr, &f16);
-                Some(shortfall(gr, &g, tokens))
+                Some(shortfall(gr, &g, tokens, self.opts.seq))
             }
             _ => None,
         };
@@ -701,7 +734,8 @@ pub(crate) mod tests {
             s
         };
         let shifted = |route_rows: usize, beta: f64| {
-            let target = Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n), n, route_rows, beta);
+            let target =
+                Target::new(&x, super::shortfall(xf.clone(), &x, x.len() / n, super::DEFAULT_SEQ), n, route_rows, beta);
             assert_eq!(target.dct.is_some(), route_rows > rows, "the route the test means");
             let z = Factor { u: &u, h: None, refine: 0, n, target: Some(&target) }.aim(&w).expect("aimed");
             kaiju1::feedback::tests::moved_target(&w, &z, &u, n)
@@ -715,21 +749,26 @@ pub(crate) mod tests {
         assert!(after < 0.1 * before, "Σ‖W x° − W′ x‖²: {after:.4e} against {before:.4e} for W");
     }
 
-    /// The shortfall the correction is fitted to leaves out each chunk's attention-sink
+    /// The shortfall the correction is fitted to leaves out each sequence's attention-sink
     /// positions, and only those.
     #[test]
-    fn the_shortfall_leaves_out_each_chunks_first_positions() {
-        let (n, tokens) = (3, 2 * super::CTX);
-        let x: Vec<f32> = (0..tokens * n).map(|i| i as f32).collect();
-        let xf: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
-        let d = super::shortfall(xf, &x, tokens);
-        for (t, r) in d.chunks(n).enumerate() {
-            let want = if t % super::CTX < super::SINK_POSITIONS { 0.0 } else { 2.0 };
-            assert!(r.iter().all(|&v| v == want), "token {t}: {r:?}");
+    fn the_shortfall_leaves_out_each_sequences_first_positions() {
+        for seq in [super::DEFAULT_SEQ, *super::SEQ_RANGE.start()] {
+            let (n, tokens) = (3, 2 * seq);
+            let x: Vec<f32> = (0..tokens * n).map(|i| i as f32).collect();
+            let xf: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
+            let d = super::shortfall(xf, &x, tokens, seq);
+            for (t, r) in d.chunks(n).enumerate() {
+                let want = if t % seq < super::SINK_POSITIONS { 0.0 } else { 2.0 };
+                assert!(r.iter().all(|&v| v == want), "seq {seq}, token {t}: {r:?}");
+            }
+            let left_out = d.chunks(n).filter(|r| r.iter().all(|&v| v == 0.0)).count();
+            assert_eq!(
+                left_out,
+                2 * super::SINK_POSITIONS,
+                "seq {seq}: the sink of each of the two sequences, and nothing else"
+            );
         }
-        let left_out = d.chunks(n).filter(|r| r.iter().all(|&v| v == 0.0)).count();
-        assert_eq!(left_out, 2 * super::SINK_POSITIONS, "the sink of each of the two chunks, and nothing else");
-        assert!(left_out > 0, "some positions are left out");
     }
 
     /// On inputs with correlated columns, carrying each block's error forward lowers the error

@@ -208,20 +208,22 @@ fn step_encode(cx: &mut Ctx) -> Result<(), String> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct FeedbackAsked {
     chunks: usize,
+    seq: usize,
     inputs: crate::dataplane::encode::feedback::Inputs,
     correction: f64,
     refine: usize,
 }
 
 /// What the substitutions ask of error feedback, as the cloud build's encode step passes
-/// them: `None` where `_CALIB_TEXT` is empty (off); else the chunks, the inputs, the
-/// correction and the refinement passes (`_CALIB_CHUNKS`, `_CALIB_INPUTS`,
-/// `_CALIB_CORRECTION`, `_CALIB_REFINE`; an empty one is the encoder's default), each refused
+/// them: `None` where `_CALIB_TEXT` is empty (off); else the chunks, the sequence length, the
+/// inputs, the correction and the refinement passes (`_CALIB_CHUNKS`, `_CALIB_SEQ`,
+/// `_CALIB_INPUTS`, `_CALIB_CORRECTION`, `_CALIB_REFINE`; an empty one is the encoder's
+/// default), each refused
 /// by name when it is not what the encoder takes.
 fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<Option<FeedbackAsked>, String> {
     use crate::dataplane::encode::feedback::{
         parse_refine, parse_weight, refine_expected, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE,
-        WEIGHT_EXPECTED,
+        DEFAULT_SEQ, SEQ_RANGE, WEIGHT_EXPECTED,
     };
     let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if get("_CALIB_TEXT").is_none() {
@@ -234,6 +236,16 @@ fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<O
             .ok()
             .filter(|&c| c > 0)
             .ok_or_else(|| format!("_CALIB_CHUNKS={c}: expected a whole number of chunks, at least 1"))?,
+    };
+    let seq = match get("_CALIB_SEQ") {
+        None => DEFAULT_SEQ,
+        Some(v) => v.parse::<usize>().ok().filter(|n| SEQ_RANGE.contains(n)).ok_or_else(|| {
+            format!(
+                "_CALIB_SEQ={v}: expected a sequence length from {} to {} tokens",
+                SEQ_RANGE.start(),
+                SEQ_RANGE.end()
+            )
+        })?,
     };
     let inputs = match get("_CALIB_INPUTS") {
         None => Inputs::DEFAULT,
@@ -250,14 +262,15 @@ fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<O
         None => DEFAULT_REFINE,
         Some(r) => parse_refine(r).ok_or_else(|| format!("_CALIB_REFINE={r}: expected {}", refine_expected()))?,
     };
-    Ok(Some(FeedbackAsked { chunks, inputs, correction, refine }))
+    Ok(Some(FeedbackAsked { chunks, seq, inputs, correction, refine }))
 }
 
 /// Error feedback as the substitutions ask for it ([`feedback_asked`]), over the configured
 /// calibration text, which must exist and must not be the gate's text.
 fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::feedback::FeedbackOptions>, String> {
     use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
-    let Some(FeedbackAsked { chunks, inputs, correction, refine }) = feedback_asked(&cx.spec.substitutions)? else {
+    let Some(FeedbackAsked { chunks, seq, inputs, correction, refine }) = feedback_asked(&cx.spec.substitutions)?
+    else {
         cx.line("encode: error feedback is off (_CALIB_TEXT is empty)");
         return Ok(None);
     };
@@ -282,10 +295,16 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         i => format!(", {} inputs", i.name()),
     };
     let refined = if refine > 0 { format!(", {refine} refinement pass(es)") } else { String::new() };
-    cx.line(&format!("encode: error feedback over {} ({chunks} chunks of 512 tokens{aim}{refined})", text.display()));
+    let seqs =
+        if seq == crate::dataplane::encode::feedback::CTX { String::new() } else { format!(" as sequences of {seq}") };
+    cx.line(&format!(
+        "encode: error feedback over {} ({chunks} chunks of 512 tokens{seqs}{aim}{refined})",
+        text.display()
+    ));
     Ok(Some(FeedbackOptions {
         text,
         chunks,
+        seq,
         inputs,
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
         correction,
@@ -487,10 +506,10 @@ fn step_persist(cx: &mut Ctx) -> Result<(), String> {
 mod tests {
     use super::{feedback_asked, FeedbackAsked};
     use crate::config::FeedbackConfig;
-    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE};
+    use crate::dataplane::encode::feedback::{Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE, DEFAULT_SEQ};
 
     fn asked(chunks: usize, inputs: Inputs, correction: f64, refine: usize) -> FeedbackAsked {
-        FeedbackAsked { chunks, inputs, correction, refine }
+        FeedbackAsked { chunks, seq: DEFAULT_SEQ, inputs, correction, refine }
     }
 
     fn subs(kv: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
@@ -521,6 +540,8 @@ mod tests {
             let f = FeedbackConfig { chunks: 5, inputs, correction: 0.45, refine: 2, ..Default::default() };
             assert_eq!(feedback_asked(&params(&f)).unwrap(), Some(asked(5, inputs, 0.45, 2)), "{inputs:?}");
         }
+        let short = FeedbackConfig { seq: 128, ..Default::default() };
+        assert_eq!(feedback_asked(&params(&short)).unwrap().map(|a| a.seq), Some(128));
         let off = FeedbackConfig { enabled: false, inputs: Inputs::Asymmetric, ..Default::default() };
         assert_eq!(feedback_asked(&params(&off)).unwrap(), None);
         // an empty value is the encoder's default; a bad one is refused by name
@@ -544,5 +565,9 @@ mod tests {
             assert!(e.starts_with(&format!("_CALIB_CORRECTION={bad}: expected")), "{e}");
         }
         assert!(on(&[("_CALIB_CHUNKS", "0")]).unwrap_err().starts_with("_CALIB_CHUNKS=0"));
+        for bad in ["16", "4096", "long"] {
+            let e = on(&[("_CALIB_SEQ", bad)]).unwrap_err();
+            assert!(e.starts_with(&format!("_CALIB_SEQ={bad}: expected a sequence length from 32 to 2048")), "{e}");
+        }
     }
 }
