@@ -57,8 +57,8 @@ pub const SEQ_RANGE: std::ops::RangeInclusive<usize> = 32..=2048;
 /// Chunks of the calibration text by default: 16 × 512 tokens. 10 chunks as 40 sequences of 128
 /// measured the same KLD out of the calibration text's domain on both fixtures with 72% of the
 /// feedback's time, but 11–15% higher on Qwen2.5-Coder-0.5B in domain, above the line
-/// there; 8 and 9 chunks as sequences of 128 were 8–10% higher out of domain too; with 4 chunks
-/// (2,048 tokens for 1,536-wide inputs) H is too poorly conditioned to help much
+/// there; with 8 and 9 chunks as sequences of 128 Qwen was 8–10% higher out of domain too; with
+/// 4 chunks (2,048 tokens for 1,536-wide inputs) H is too poorly conditioned to help much
 /// (docs/BENCHMARKS.md, "Fewer calibration tokens, in shorter sequences").
 pub const DEFAULT_CHUNKS: usize = 16;
 /// Damping added to H's diagonal, as a fraction of its mean: 0.01 and 0.1 measured the same
