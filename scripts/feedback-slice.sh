@@ -3,13 +3,15 @@
 # vocabulary (scripts/feedback-slice.py), encoded plainly and with error feedback over the
 # shipped calibration text (the default --calib-inputs). Prints wall time and peak resident memory
 # (GNU time) of each.
-# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks; default: the encoder's), LAYERS (2),
+# Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks; default: the encoder's), SEQ
+# (calibration sequence length; default: the encoder's), LAYERS (2),
 # ALSO_F16 (also the --calib-inputs f16 run), ALSO_REFINE (also a run with --calib-refine 1),
 # KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
 # in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chunks=${CHUNKS:-}
+seq=${SEQ:-}
 layers=${LAYERS:-2}
 venv=.cache/llama/venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -32,8 +34,8 @@ run() {
 }
 printf '| %s-layer slice, qwen2.5-7b widths, bpw 3.3, %s threads | wall | peak RSS |\n|---|---|---|\n' "$layers" "$(nproc)"
 run plain
-fb=(--calib-text assets/calib/calib.txt ${chunks:+--calib-chunks "$chunks"})
-name="feedback${chunks:+-$chunks}"
+fb=(--calib-text assets/calib/calib.txt ${chunks:+--calib-chunks "$chunks"} ${seq:+--calib-seq "$seq"})
+name="feedback${chunks:+-$chunks}${seq:+x$seq}"
 run "$name" "${fb[@]}"
 # ALSO_F16=1: the same feedback with the cheaper --calib-inputs f16 beside it
 [ -z "${ALSO_F16:-}" ] || run "$name-f16" "${fb[@]}" --calib-inputs f16

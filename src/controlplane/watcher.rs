@@ -103,13 +103,14 @@ impl TickReport {
 impl Snapshot {
     /// The zoo rows, with the gate result of every shipped model read from its gate log.
     pub fn rows(&self, c: &Campaign) -> Vec<crate::controlplane::campaign::zoo::ZooRow> {
+        let cost = c.cost_model(self);
         let mut rows = crate::controlplane::campaign::zoo::rows(
             &self.queue.entries,
             &self.inventory,
             &self.builds,
             &self.markers,
-            &c.cfg.cost,
-            &c.limits(self),
+            &cost,
+            &c.limits_by(self, &cost),
             c.cfg.gate.flag_margin(),
         );
         for r in rows.iter_mut() {
@@ -176,12 +177,23 @@ impl Campaign {
     /// builds (as the zoo's estimates are); none under the local backend, whose builds run to
     /// their end.
     pub fn limits(&self, snap: &Snapshot) -> Limits {
+        self.limits_by(snap, &self.cost_model(snap))
+    }
+
+    /// [`Campaign::limits`] under a cost model already calibrated for `snap`.
+    fn limits_by(&self, snap: &Snapshot, calibrated: &crate::config::CostConfig) -> Limits {
         if self.cfg.backend != "cloud" {
             return Limits::none();
         }
+        Limits::of(&snap.queue.entries, calibrated)
+    }
+
+    /// The cost model calibrated by the snapshot's finished builds ([`cost::calibrated`]): the
+    /// one figure behind both the zoo's estimates and the [`Limits`].
+    pub fn cost_model(&self, snap: &Snapshot) -> crate::config::CostConfig {
         let (entries, c) = (&snap.queue.entries, &self.cfg.cost);
         let work = |id: &str| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c));
-        Limits::of(entries, &cost::calibrated(c, work, &snap.builds))
+        cost::calibrated(c, work, &snap.builds)
     }
 
     pub fn load_queue(&self) -> Result<Queue, WatchError> {
@@ -477,6 +489,47 @@ mod tests {
         let r = c.tick(false).unwrap();
         assert_eq!(r.line(), "nothing to do");
         assert_eq!(r.decision.notes, [format!("skip big: {}", why.unwrap())]);
+    }
+
+    /// The zoo's estimates and the limits come from one cost model, calibrated by the finished
+    /// builds: a feeder that took 1 h for a 1B model (7 h per 7B, against the prior's 5) moves
+    /// both the 72B's estimate and its flag.
+    #[test]
+    fn the_zoo_and_the_limits_share_the_calibrated_cost_model() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = campaign(d.path());
+        c.cfg.backend = "cloud".into();
+        std::fs::write(
+            d.path().join("queue.txt"),
+            "a params=1 family=llama hf=org/a AUTO-FEED\nbig params=72.7 family=qwen2 hf=org/big AUTO-FEED\n",
+        )
+        .unwrap();
+        let mut snap = c.view().unwrap();
+        let before = c.cost_model(&snap);
+        assert_eq!(before, c.cfg.cost, "nothing finished: the configured prior");
+        let spec = BuildSpec {
+            kind: BuildKind::Feeder,
+            model_id: "a".into(),
+            substitutions: Default::default(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        snap.builds.push(BuildInfo {
+            status: crate::controlplane::backend::builds::BuildStatus::Success,
+            start_time: Some(0.0),
+            finish_time: Some(3600.0),
+            ..BuildInfo::queued("b1".into(), &spec, 0.0)
+        });
+        let k = c.cost_model(&snap);
+        assert!((k.ladder_hours_per_7b - 7.0).abs() < 1e-9, "{}", k.ladder_hours_per_7b);
+        assert_ne!(k.ladder_hours_per_7b, before.ladder_hours_per_7b);
+        let rows = snap.rows(&c);
+        let big = rows.iter().find(|r| r.id == "big").unwrap();
+        let entry = &snap.queue.entries[1];
+        assert_eq!(big.estimate, cost::estimate(entry, true, &k));
+        assert!((big.estimate.ladder_h - 72.7).abs() < 1e-9, "{}", big.estimate.ladder_h);
+        let why = c.limits(&snap).why("big", BuildKind::Feeder).map(str::to_string);
+        assert!(why.as_deref().is_some_and(|w| w.contains("about 73 h")), "{why:?}");
     }
 
     #[test]

@@ -195,8 +195,10 @@ fn codec_line(e: &Entry) -> String {
     format!("codec: KAIJU1 q={q}{bpw}{mix}{effort}")
 }
 
-/// `flag_margin`: the f16 margin under which a qspec case is flagged as a coin toss
-/// ([`GateConfig::flag_margin`](crate::config::GateConfig::flag_margin)).
+/// `c`: the cost model as the campaign's finished builds calibrate it
+/// ([`Campaign::cost_model`](crate::controlplane::watcher::Campaign::cost_model)), the one
+/// `limits` was made with. `flag_margin`: the f16 margin under which a qspec case is flagged
+/// as a coin toss ([`GateConfig::flag_margin`](crate::config::GateConfig::flag_margin)).
 pub fn rows(
     entries: &[Entry],
     inv: &Inventory,
@@ -206,7 +208,6 @@ pub fn rows(
     limits: &super::tick::Limits,
     flag_margin: f32,
 ) -> Vec<ZooRow> {
-    let c = &cost::calibrated(c, |id| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c)), builds);
     let unknown = ModelInventory {
         f16: Probe::Unknown("not probed".into()),
         imatrix: Probe::Unknown("not probed".into()),
