@@ -45,10 +45,23 @@ pub fn gate_hours(params_b: f64, c: &CostConfig) -> f64 {
 }
 
 /// Hours of the encode build's error feedback (its calibration run layer by layer: forward
-/// stages, moments, factors, lazy-batch updates) over the configured calibration tokens, at
-/// the measured core-seconds per token per B, on the machine's vCPUs; 0 with feedback off.
-pub fn feedback_hours(params_b: f64, c: &CostConfig) -> f64 {
-    c.feedback_tokens * c.feedback_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
+/// stages, moments, factors, lazy-batch updates) over `tokens` calibration tokens
+/// ([`feedback_tokens`]), at the measured core-seconds per token per B, on the machine's
+/// vCPUs; 0 with feedback off.
+pub fn feedback_hours(tokens: f64, params_b: f64, c: &CostConfig) -> f64 {
+    tokens * c.feedback_core_s_per_token_b * params_b / machine_vcpus(&c.machine_type) / 3600.0
+}
+
+/// The calibration tokens of a model's encode build: its queue line's `chunks=` × 512 over the
+/// campaign's `[feedback] chunks` × 512. 0 with feedback off, and once finished encode builds
+/// have calibrated the hours per 7B, which hold their feedback then (a line's `chunks=` is not
+/// told apart by that calibration: the factors, a large share of the feedback's time at 7B
+/// width, do not shrink with the tokens either).
+pub fn feedback_tokens(e: &Entry, c: &CostConfig) -> f64 {
+    match e.calib_chunks {
+        Some(k) if c.feedback_tokens > 0.0 => (crate::dataplane::encode::feedback::CTX * k) as f64,
+        _ => c.feedback_tokens,
+    }
 }
 
 /// What one step of `--search` adds to an encode under error feedback (Qwen2.5-Coder-0.5B at
@@ -127,7 +140,8 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     // the encode, the gate and the feedback work through the weights each token is multiplied
     // by (`effective=`); the ladder converts and the disk holds the whole file
     let work = e.work_b();
-    let encode_h = effort(e, c) * (work / 7.0 * c.encode_hours_per_7b + feedback_hours(work, c)) + gate_hours(work, c);
+    let feedback_h = feedback_hours(feedback_tokens(e, c), work, c);
+    let encode_h = effort(e, c) * (work / 7.0 * c.encode_hours_per_7b + feedback_h) + gate_hours(work, c);
     let ladder_h = if needs_ladder { e.params_b / 7.0 * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
@@ -242,7 +256,7 @@ impl Limits {
                         remedy(
                             est.encode_h,
                             key,
-                            "encode it with less effort (search=, refine= in the queue)",
+                            "encode it with less effort (search=, refine=, or fewer calibration tokens by chunks=, in the queue)",
                             "encode_hours_per_7b"
                         )
                     ),
@@ -564,7 +578,7 @@ mod tests {
         // every timeout
         let d = CostConfig::default();
         let z = estimate(&e("70b", 70.0, Tag::ReadyNow), false, &d);
-        let extra = gate_hours(70.0, &d) + feedback_hours(70.0, &d);
+        let extra = gate_hours(70.0, &d) + feedback_hours(d.feedback_tokens, 70.0, &d);
         assert!((z.encode_h - 5.0 - extra).abs() < 1e-9 && z.flags.is_empty(), "{z:?}");
     }
 
@@ -580,7 +594,7 @@ mod tests {
         let a = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &c);
         // error feedback is on by default: 512 × 16 calibration tokens × 0.15 core-s per token
         // per B × 7 B / 32 vCPUs
-        let fb = feedback_hours(7.0, &c);
+        let fb = feedback_hours(c.feedback_tokens, 7.0, &c);
         assert!((fb - 8192.0 * 0.15 * 7.0 / 32.0 / 3600.0).abs() < 1e-12, "{fb}");
         assert!((a.encode_h - (c.encode_hours_per_7b + h + fb)).abs() < 1e-12, "{a:?}");
         // a config that turns it off: no hours
@@ -589,9 +603,15 @@ mod tests {
             .resolve(&Default::default(), None)
             .unwrap()
             .cost;
-        assert_eq!(feedback_hours(7.0, &off), 0.0);
+        assert_eq!(feedback_hours(off.feedback_tokens, 7.0, &off), 0.0);
         let b = estimate(&e("7b", 7.0, Tag::ReadyNow), false, &off);
         assert!((b.encode_h - (c.encode_hours_per_7b + h)).abs() < 1e-12, "{b:?}");
+        // a queue line's chunks= counts its own tokens (10 × 512), unless feedback is off
+        let short = Entry { calib_chunks: Some(10), ..e("7b", 7.0, Tag::ReadyNow) };
+        assert_eq!(feedback_tokens(&short, &c), 5120.0);
+        let s = estimate(&short, false, &c);
+        assert!((a.encode_h - s.encode_h - fb * 6.0 / 16.0).abs() < 1e-12, "{s:?}");
+        assert_eq!(feedback_tokens(&short, &off), 0.0);
         // the [gate] section sets the tokens: twice the chunks, twice the allowance
         let raw = crate::config::RawConfig::parse(std::path::Path::new("c.toml"), "[gate]\nchunks = 32\n").unwrap();
         let k = raw.resolve(&Default::default(), None).unwrap().cost;

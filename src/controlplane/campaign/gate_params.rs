@@ -133,8 +133,9 @@ pub fn encode_params(
         // reads its configured text instead); empty when [feedback] enabled = false (on by
         // default)
         ("_CALIB_TEXT", if feedback.enabled { crate::config::IMAGE_CALIB_TEXT.to_string() } else { String::new() }),
-        ("_CALIB_CHUNKS", feedback.chunks.to_string()),
-        ("_CALIB_SEQ", feedback.seq.to_string()),
+        // the queue line's chunks= / seq= over the campaign's
+        ("_CALIB_CHUNKS", e.calib_chunks.unwrap_or(feedback.chunks).to_string()),
+        ("_CALIB_SEQ", e.calib_seq.unwrap_or(feedback.seq).to_string()),
         ("_CALIB_INPUTS", feedback.inputs.name().to_string()),
         ("_CALIB_CORRECTION", feedback.correction.to_string()),
         ("_CALIB_REFINE", e.refine.unwrap_or(feedback.refine).to_string()),
@@ -261,6 +262,13 @@ mod tests {
         let e = Entry { search: Some(0), refine: Some(0), ..entry("x") };
         let m = encode_params(&e, &qspec(), &b, 3, None, &GateConfig::default(), &campaign).unwrap();
         assert_eq!((m["_SEARCH"].as_str(), m["_CALIB_REFINE"].as_str()), ("0", "0"));
+        // the queue's chunks= and seq= win over [feedback] chunks and seq
+        let campaign = FeedbackConfig { chunks: 12, seq: 256, ..FeedbackConfig::default() };
+        let m = encode_params(&entry("x"), &qspec(), &b, 0, None, &GateConfig::default(), &campaign).unwrap();
+        assert_eq!((m["_CALIB_CHUNKS"].as_str(), m["_CALIB_SEQ"].as_str()), ("12", "256"));
+        let e = Entry { calib_chunks: Some(10), calib_seq: Some(128), ..entry("x") };
+        let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default(), &campaign).unwrap();
+        assert_eq!((m["_CALIB_CHUNKS"].as_str(), m["_CALIB_SEQ"].as_str()), ("10", "128"));
     }
 }
 

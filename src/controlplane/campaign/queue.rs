@@ -1,12 +1,13 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  [search=<0-8>]  [refine=<0-4>]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  [search=<0-8>]  [refine=<0-4>]  [chunks=<n>]  [seq=<32-2048>]  <STATE>  [# comment / reason]
 //! ```
 //!
 //! `search=` and `refine=` set this model's encode effort (`--search`, `--calib-refine`) over
 //! the campaign's (`search`, `[feedback] refine`): a small model can afford what a large one
-//! cannot.
+//! cannot. `chunks=` and `seq=` set its error feedback's calibration tokens (`--calib-chunks`,
+//! `--calib-seq`) over the campaign's `[feedback] chunks` / `seq`.
 //!
 //! Lines are kept verbatim, so reading and writing round-trips byte for byte; an edit
 //! rewrites only the tokens it changes. Saving re-reads the file under a lock and refuses
@@ -69,6 +70,12 @@ pub struct Entry {
     /// Passes of block coordinate descent after each tensor's feedback encode (`refine=1`; see
     /// `--calib-refine`), over the campaign's `[feedback] refine`. None: the campaign's.
     pub refine: Option<usize>,
+    /// Chunks of 512 calibration tokens for this model's error feedback (`chunks=10`; see
+    /// `--calib-chunks`), over the campaign's `[feedback] chunks`. None: the campaign's.
+    pub calib_chunks: Option<usize>,
+    /// Tokens per calibration sequence (`seq=128`; see `--calib-seq`), over the campaign's
+    /// `[feedback] seq`. None: the campaign's.
+    pub calib_seq: Option<usize>,
     pub tag: Tag,
     /// Text after `#` on the line (the reason for HOLD / OUT-OF-SCOPE, or any note).
     pub comment: Option<String>,
@@ -97,6 +104,8 @@ impl Entry {
             bpw: None,
             search: None,
             refine: None,
+            calib_chunks: None,
+            calib_seq: None,
             tag,
             comment: None,
             line: 1,
@@ -158,6 +167,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
     let (mut bpw, mut effective, mut search, mut refine) = (None, None, None, None);
+    let (mut calib_chunks, mut calib_seq) = (None, None);
     let mut seen: Vec<&str> = Vec::new();
     for t in &toks[1..] {
         if let Some((key, _)) = t.split_once('=') {
@@ -211,13 +221,28 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                 parse_refine(v)
                     .ok_or_else(|| err(format!("{id}: refine={v:?}: expected {}, e.g. 1", refine_expected())))?,
             );
+        } else if let Some(v) = t.strip_prefix("chunks=") {
+            calib_chunks = Some(v.parse::<usize>().ok().filter(|&k| k >= 1).ok_or_else(|| {
+                err(format!(
+                    "{id}: chunks={v:?}: expected a number of 512-token calibration chunks, at least 1, e.g. 10"
+                ))
+            })?);
+        } else if let Some(v) = t.strip_prefix("seq=") {
+            use crate::dataplane::encode::feedback::SEQ_RANGE;
+            calib_seq = Some(v.parse::<usize>().ok().filter(|l| SEQ_RANGE.contains(l)).ok_or_else(|| {
+                err(format!(
+                    "{id}: seq={v:?}: expected a calibration sequence length from {} to {} tokens, e.g. 128",
+                    SEQ_RANGE.start(),
+                    SEQ_RANGE.end()
+                ))
+            })?);
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
                 return Err(err(format!("{id}: more than one state tag")));
             }
         } else {
             return Err(err(format!(
-                "{id}: unexpected {t:?}: expected params=, effective=, family=, hf=, q=, bpw=, mix=, search=, refine= or a state tag ({})",
+                "{id}: unexpected {t:?}: expected params=, effective=, family=, hf=, q=, bpw=, mix=, search=, refine=, chunks=, seq= or a state tag ({})",
                 Tag::ALL.map(|t| t.as_str()).join(" / ")
             )));
         }
@@ -242,6 +267,8 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         bpw,
         search,
         refine,
+        calib_chunks,
+        calib_seq,
         tag: tag
             .ok_or_else(|| err(format!("{id}: missing state tag ({})", Tag::ALL.map(|t| t.as_str()).join(" / "))))?,
         comment,
@@ -539,6 +566,17 @@ mod tests {
             ("a params=1 family=l search=-1 READY-NOW", "search=\"-1\": expected a number of scale codes"),
             ("a params=1 family=l refine=5 READY-NOW", "refine=\"5\": expected a number of passes from 0 to 4"),
             ("a params=1 family=l refine=1 refine=1 READY-NOW", "refine= given twice"),
+            (
+                "a params=1 family=l chunks=0 READY-NOW",
+                "chunks=\"0\": expected a number of 512-token calibration chunks",
+            ),
+            ("a params=1 family=l chunks=ten READY-NOW", "chunks=\"ten\": expected a number"),
+            (
+                "a params=1 family=l seq=16 READY-NOW",
+                "seq=\"16\": expected a calibration sequence length from 32 to 2048",
+            ),
+            ("a params=1 family=l seq=4096 READY-NOW", "seq=\"4096\": expected a calibration sequence length"),
+            ("a params=1 family=l seq=128 seq=128 READY-NOW", "seq= given twice"),
         ] {
             let e = Queue::parse(Path::new("queue.txt"), &format!("{line}\n")).unwrap_err().to_string();
             assert!(e.contains("queue.txt:1") && e.contains(says), "{line}: {e}");
@@ -546,11 +584,13 @@ mod tests {
     }
 
     #[test]
-    fn search_and_refine_are_read_per_model_and_round_trip() {
-        let text = "a params=0.5 family=qwen2 bpw=3.3 search=2 refine=1 READY-NOW # small: the best measured setting\nb params=7 family=qwen2 READY-NOW\n";
+    fn search_refine_and_the_calibration_tokens_are_read_per_model_and_round_trip() {
+        let text = "a params=0.5 family=qwen2 bpw=3.3 search=2 refine=1 READY-NOW # small: the best measured setting\nb params=7 family=qwen2 chunks=10 seq=128 READY-NOW\n";
         let q = Queue::parse(Path::new("queue.txt"), text).unwrap();
         assert_eq!((q.entries[0].search, q.entries[0].refine), (Some(2), Some(1)));
         assert_eq!((q.entries[1].search, q.entries[1].refine), (None, None));
+        assert_eq!((q.entries[0].calib_chunks, q.entries[0].calib_seq), (None, None));
+        assert_eq!((q.entries[1].calib_chunks, q.entries[1].calib_seq), (Some(10), Some(128)));
         assert_eq!(q.render(), text);
     }
 

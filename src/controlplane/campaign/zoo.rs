@@ -175,7 +175,7 @@ fn probe_line(name: &str, p: &Probe) -> String {
 
 /// What the encode build will write for this model: the queue's `q=` (default 4) with its
 /// bits per weight on full groups of blocks, or its `bpw=` budget; its `mix=` if any; and its
-/// own `search=` / `refine=` where the line sets them.
+/// own `search=` / `refine=` / `chunks=` / `seq=` where the line sets them.
 fn codec_line(e: &Entry) -> String {
     use crate::dataplane::codec::kaiju1::{self, Variant, BLOCK, GROUP};
     let mut effort = String::new();
@@ -184,6 +184,12 @@ fn codec_line(e: &Entry) -> String {
     }
     if let Some(r) = e.refine {
         effort += &format!(", refine {r}");
+    }
+    if let Some(k) = e.calib_chunks {
+        effort += &format!(", calibration chunks {k}");
+    }
+    if let Some(l) = e.calib_seq {
+        effort += &format!(", calibration sequences of {l}");
     }
     if let Some(b) = e.bpw {
         let mix = e.mix.as_ref().map(|m| format!(", pinned {m}")).unwrap_or_default();
@@ -405,7 +411,11 @@ mod tests {
     #[test]
     fn codec_line_names_the_queue_variant_and_mix() {
         let q = queue(
-            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\nd  params=0.5  family=qwen2  bpw=3.3  search=2  refine=1  READY-NOW\n",
+            "a  params=0.5  family=qwen2  READY-NOW\nb  params=7  family=qwen2  q=5  mix=attn_v=6  READY-NOW\nc  params=7  family=qwen2  bpw=2.6  READY-NOW\nd  params=0.5  family=qwen2  bpw=3.3  search=2  refine=1  READY-NOW\ne  params=72  family=qwen2  chunks=10  seq=128  READY-NOW\n",
+        );
+        assert_eq!(
+            codec_line(&q.entries[4]),
+            "codec: KAIJU1 q=4 (2.25 bpw), calibration chunks 10, calibration sequences of 128"
         );
         assert_eq!(codec_line(&q.entries[3]), "codec: KAIJU1 allocated for 3.3 bpw, search 2, refine 1");
         assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");

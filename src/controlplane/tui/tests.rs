@@ -461,7 +461,7 @@ fn a_build_in_flight_has_its_time_left_or_overdue() {
     };
     let effort = cost::effort(&e, &c);
     assert!(effort > 1.5 && effort < 1.7, "{effort}");
-    let fb_s = cost::feedback_hours(0.49, &c) * 3600.0;
+    let fb_s = cost::feedback_hours(c.feedback_tokens, 0.49, &c) * 3600.0;
     let gate_s = cost::gate_hours(0.49, &c) * 3600.0;
     assert!(fb_s > 15.0 && fb_s < 25.0 && gate_s > 10.0 && gate_s < 20.0, "{fb_s} {gate_s}");
     let total = effort * (126.0 + fb_s) + gate_s;
