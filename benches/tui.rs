@@ -59,7 +59,7 @@ fn main() {
         false,
         60,
     );
-    app.on_msg(Msg::Snapshot { rows, builds: vec![], at: 0.0, builds_error: None });
+    app.on_msg(Msg::Snapshot { rows, builds: vec![], at: 0.0, builds_error: None, ladder_hours_per_7b: 5.0 });
     app.on_msg(Msg::Log { build: "b".into(), text: (0..2000).map(|i| format!("log line {i}\n")).collect() });
     println!("| frame (200-model zoo) | mean | max |\n|---|---|---|");
     let views = [View::Zoo, View::Timeline, View::Quality];

@@ -103,6 +103,15 @@ impl TickReport {
 impl Snapshot {
     /// The zoo rows, with the gate result of every shipped model read from its gate log.
     pub fn rows(&self, c: &Campaign) -> Vec<crate::controlplane::campaign::zoo::ZooRow> {
+        self.rows_and_cost(c).0
+    }
+
+    /// [`Snapshot::rows`], and the calibrated cost model they were estimated with
+    /// ([`Campaign::cost_model`]).
+    pub fn rows_and_cost(
+        &self,
+        c: &Campaign,
+    ) -> (Vec<crate::controlplane::campaign::zoo::ZooRow>, crate::config::CostConfig) {
         let cost = c.cost_model(self);
         let mut rows = crate::controlplane::campaign::zoo::rows(
             &self.queue.entries,
@@ -125,7 +134,7 @@ impl Snapshot {
                 }
             }
         }
-        rows
+        (rows, cost)
     }
 }
 

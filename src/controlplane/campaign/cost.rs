@@ -93,17 +93,19 @@ fn effort_of(search: u8, refine: usize, feedback: bool) -> f64 {
     }
 }
 
-/// A queued model as the cost model's calibration sees it: the billions of weights its builds
-/// work through and its encode [`effort`].
+/// A queued model as the cost model's calibration sees it: the billions of weights its encode
+/// works through (`effective=`, else all), the billions its feeder converts (all of them: the
+/// ladder's hours scale with the file, as [`estimate`] counts them), and its encode [`effort`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Work {
     pub b: f64,
+    pub whole_b: f64,
     pub effort: f64,
 }
 
 impl Work {
     pub fn of(e: &Entry, c: &CostConfig) -> Work {
-        Work { b: e.work_b(), effort: effort(e, c) }
+        Work { b: e.work_b(), whole_b: e.params_b, effort: effort(e, c) }
     }
 }
 
@@ -316,7 +318,8 @@ pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
 
 /// The cost model calibrated by the campaign's own finished builds: for each build kind with
 /// at least one successful build of a model in the queue, the median over those builds of
-/// run time × 7 / params_b (hours per 7B) replaces the configured figure. The configured
+/// run time × 7 / billions (hours per 7B; an encode's billions are those it works through,
+/// [`Work::b`], a feeder's the whole file, [`Work::whole_b`]) replaces the configured figure. The configured
 /// figures (the campaign's prior, e.g. the legacy encoder's 8–12 h per 7B) stand until a
 /// build of that kind has succeeded. Linear in parameters like the model itself, so a
 /// small model's fixed overheads make the large ones' estimates err on the long side.
@@ -332,8 +335,11 @@ pub fn calibrated(c: &CostConfig, work: impl Fn(&str) -> Option<Work>, builds: &
                 let (start, finish) = (b.start_time?, b.finish_time?);
                 let id = b.model()?;
                 let w = work(&id)?;
-                let effort = if kind == BuildKind::Encode { w.effort } else { 1.0 };
-                (w.b > 0.0 && effort > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / w.b / effort)
+                let (b, effort) = match kind {
+                    BuildKind::Encode => (w.b, w.effort),
+                    BuildKind::Feeder => (w.whole_b, 1.0),
+                };
+                (b > 0.0 && effort > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / b / effort)
             })
             .collect();
         v.sort_by(f64::total_cmp);
@@ -755,6 +761,18 @@ mod tests {
         let k2 = calibrated(&c, |id| heavy.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
         assert!((k2.encode_hours_per_7b - 1.4 / f).abs() < 1e-9, "{}", k2.encode_hours_per_7b);
         assert!((k2.ladder_hours_per_7b - 3.5).abs() < 1e-9, "a feeder's hours do not depend on the encode's effort");
+        // a model whose tokens run through fewer weights than its file holds (effective=): its
+        // encode calibrates per those, its feeder per the whole file, as `estimate` counts them
+        let q = [Entry { effective_b: Some(0.25), ..e("small", 0.5, Tag::ReadyNow) }];
+        let builds = vec![
+            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(0.1 * h)),
+            build(BuildKind::Feeder, "small", BuildStatus::Success, 0.0, Some(0.25 * h)),
+        ];
+        let k3 = calibrated(&c, |id| q.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
+        assert!((k3.encode_hours_per_7b - 2.8).abs() < 1e-9, "{}", k3.encode_hours_per_7b);
+        assert!((k3.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k3.ladder_hours_per_7b);
+        let again = estimate(&q[0], true, &k3);
+        assert!((again.ladder_h - 0.25).abs() < 1e-9, "the feeder's own time back: {again:?}");
     }
 
     #[test]

@@ -102,12 +102,15 @@ impl SortKey {
 /// Reports from the runtime's workers.
 #[derive(Debug, Clone)]
 pub enum Msg {
-    /// `builds_error`: the build service could not be listed (`builds` is then empty)
+    /// `builds_error`: the build service could not be listed (`builds` is then empty);
+    /// `ladder_hours_per_7b`: the IQ-ladder figure of the cost model the rows were estimated
+    /// with ([`Campaign::cost_model`](crate::controlplane::watcher::Campaign::cost_model))
     Snapshot {
         rows: Vec<ZooRow>,
         builds: Vec<BuildInfo>,
         at: f64,
         builds_error: Option<String>,
+        ladder_hours_per_7b: f64,
     },
     Tick {
         line: String,
@@ -205,7 +208,7 @@ pub struct App {
     pub rows: Vec<ZooRow>,
     pub builds: Vec<BuildInfo>,
     /// IQ-ladder hours per 7B behind the rows' estimates: the configured figure calibrated
-    /// by the snapshot's builds (`cost::calibrated`), taken once per snapshot
+    /// by the snapshot's builds, as the snapshot brings it (`Campaign::cost_model`)
     pub ladder_hours_per_7b: f64,
     pub selected: usize,
     pub filter: String,
@@ -638,20 +641,13 @@ impl App {
     pub fn on_msg(&mut self, m: Msg) -> Vec<Effect> {
         self.dirty = true;
         match m {
-            Msg::Snapshot { rows, builds, at, builds_error } => {
+            Msg::Snapshot { rows, builds, at, builds_error, ladder_hours_per_7b } => {
                 self.builds_error = match (builds_error, self.builds_error.take()) {
                     (Some(e), Some((since, _))) => Some((since, e)),
                     (Some(e), None) => Some((at, e)),
                     (None, _) => None,
                 };
-                // the ladder's figure: a feeder's hours do not depend on the encode's effort
-                let params = |id: &str| {
-                    rows.iter()
-                        .find(|r| r.id == id)
-                        .map(|r| crate::controlplane::campaign::cost::Work { b: r.params_b, effort: 1.0 })
-                };
-                self.ladder_hours_per_7b =
-                    crate::controlplane::campaign::cost::calibrated(&self.cost, params, &builds).ladder_hours_per_7b;
+                self.ladder_hours_per_7b = ladder_hours_per_7b;
                 self.zoo_error = None;
                 return self.keeping_selection(|a| {
                     a.rows = rows;

@@ -59,8 +59,14 @@ pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
 fn snapshot_msg(c: &Campaign) -> Msg {
     match c.view() {
         Ok(s) => {
-            let rows = s.rows(c);
-            Msg::Snapshot { rows, builds: s.builds, at: s.taken_at, builds_error: s.builds_error }
+            let (rows, cost) = s.rows_and_cost(c);
+            Msg::Snapshot {
+                rows,
+                builds: s.builds,
+                at: s.taken_at,
+                builds_error: s.builds_error,
+                ladder_hours_per_7b: cost.ladder_hours_per_7b,
+            }
         }
         Err(e) => Msg::SnapshotFailed(e.to_string()),
     }

@@ -90,7 +90,7 @@ pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
         1.0,
     );
     let mut app = App::new(Keymap::default(), theme, CostConfig::default(), readonly, yes, 60);
-    app.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    app.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
     app.next_tick_at = NOW + 42.0;
     app.on_msg(Msg::LogReset { source: "build b1-qwen2.5-0.5b".into() });
     app.on_msg(Msg::Log {
@@ -362,7 +362,7 @@ fn the_timeline_quality_and_gauges_draw() {
     let mut rows = a.rows.clone();
     rows[0].gate_figures = Some(zoo::GateFigures { quality: q, thresholds: t });
     let builds = a.builds.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
     a.on_key(key('Q'));
     let wide = render(&a, 160, 48);
     snapshot("quality_160x48.txt", &wide);
@@ -394,7 +394,7 @@ fn the_timeline_quality_and_gauges_draw() {
     let mut builds = a.builds.clone();
     builds.push(done);
     let rows = a.rows.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
     let zoo = render(&a, 160, 48);
     assert!(
         zoo.contains("last: smollm2-135m encode SUCCESS in 9m10s: fetch-f16 3s · fetch-r2 0s · encode 31s · gate 58s"),
@@ -440,6 +440,29 @@ fn monochrome_selection_is_reversed_and_colour_theme_colours_states() {
     let x = line4.find("ENCODING").unwrap() as u16;
     let x = line4[..x as usize].chars().count() as u16;
     assert_eq!(buf[(x, 4)].fg, dark.theme.accent, "states are coloured in colour themes");
+}
+
+/// A feeder whose f16 and imatrix already show (its row no longer counts the ladder) is timed
+/// by the ladder figure the snapshot brings, the one its rows were estimated with.
+#[test]
+fn a_feeders_time_left_follows_the_snapshots_ladder_figure() {
+    let mut a = app();
+    let mut rows = a.rows.clone();
+    let r = rows.iter_mut().find(|r| r.id == FEEDABLE).unwrap();
+    r.estimate.ladder_h = 0.0;
+    let params_b = r.params_b;
+    let b = building(FEEDABLE, BuildKind::Feeder, "convert");
+    for per_7b in [5.0, 7.0] {
+        a.on_msg(Msg::Snapshot {
+            rows: rows.clone(),
+            builds: vec![b.clone()],
+            at: NOW,
+            builds_error: None,
+            ladder_hours_per_7b: per_7b,
+        });
+        let want = params_b / 7.0 * per_7b * 3600.0 - 650.0;
+        assert!((a.remaining(&b) - want).abs() < 1e-6, "{per_7b}: {} against {want}", a.remaining(&b));
+    }
 }
 
 #[test]
@@ -561,7 +584,7 @@ fn a_shipped_knots_gate_figures_show_in_the_zoo_and_its_details() {
     rows[0].gate_figures = g.figures;
     rows[0].detail.extend(g.details);
     let builds = a.builds.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
     let zoo = render(&a, 160, 48);
     assert!(zoo.contains("PASS kld 0.081 top1 91% ppl×1.09 · 1 argmax inconclusive"), "{zoo}");
     a.on_key(code(KeyCode::Enter));
@@ -616,7 +639,7 @@ fn the_selection_stays_on_its_model_across_sort_filter_and_refresh() {
     let mut rows = a.rows.clone();
     rows.reverse();
     let builds = a.builds.clone();
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
     assert_eq!(a.selected_row().unwrap().id, "gemma-2-2b");
 }
 
@@ -672,7 +695,13 @@ fn an_invalid_queue_is_said_in_the_zoos_place() {
     assert!(!s.contains("probing"), "{s}");
     // once a snapshot succeeds the zoo is back; a later failure keeps the rows and says so
     let ok = app();
-    a.on_msg(Msg::Snapshot { rows: ok.rows.clone(), builds: ok.builds.clone(), at: NOW, builds_error: None });
+    a.on_msg(Msg::Snapshot {
+        rows: ok.rows.clone(),
+        builds: ok.builds.clone(),
+        at: NOW,
+        builds_error: None,
+        ladder_hours_per_7b: 5.0,
+    });
     assert!(render(&a, 80, 24).contains("smollm2-135m"));
     a.on_msg(Msg::SnapshotFailed(e.into()));
     let s = render(&a, 80, 24);
@@ -771,14 +800,26 @@ fn an_unreachable_build_service_is_said_never_as_no_build_in_flight() {
     let mut a = app();
     let (rows, builds) = (a.rows.clone(), a.builds.clone());
     let why = "the build service cannot be listed: cloudbuild: list builds: cannot reach http://127.0.0.1:9";
-    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW - 90.0, builds_error: Some(why.into()) });
-    a.on_msg(Msg::Snapshot { rows: rows.clone(), builds: vec![], at: NOW, builds_error: Some(why.into()) });
+    a.on_msg(Msg::Snapshot {
+        rows: rows.clone(),
+        builds: vec![],
+        at: NOW - 90.0,
+        builds_error: Some(why.into()),
+        ladder_hours_per_7b: 5.0,
+    });
+    a.on_msg(Msg::Snapshot {
+        rows: rows.clone(),
+        builds: vec![],
+        at: NOW,
+        builds_error: Some(why.into()),
+        ladder_hours_per_7b: 5.0,
+    });
     let s = render(&a, 160, 48);
     assert!(s.contains("build service unreachable since") && s.contains("(1m30s ago)"), "{s}");
     assert!(s.contains("cannot reach http://127.0.0.1:9") && !s.contains("no build in flight"), "{s}");
     // the zoo keeps every model of the queue
     assert!(s.contains("smollm2-135m") && s.contains("qwen2.5-72b"), "{s}");
-    a.on_msg(Msg::Snapshot { rows, builds, at: NOW + 5.0, builds_error: None });
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW + 5.0, builds_error: None, ladder_hours_per_7b: 5.0 });
     assert!(!render(&a, 160, 48).contains("unreachable"));
 }
 
