@@ -136,14 +136,9 @@ impl BuildService for LocalBuilds {
         }
         std::fs::write(dir.join("cancel"), b"").map_err(|e| self.err(e.to_string()))?;
         if let Some(pid) = runner_pid(&dir, &info) {
-            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
-            // let it go before its workspace is removed, so nothing is written there after
-            for _ in 0..50 {
-                if !crate::fsutil::process_alive(pid) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
+            // let it go before its workspace is removed and its status written, so nothing is
+            // written there after
+            stop_runner(pid, std::time::Duration::from_secs(5));
         }
         // a killed runner neither logs nor cleans up: its half-written knot (tens of GB on a
         // big model) would stay in the workspace
@@ -181,12 +176,63 @@ impl BuildService for LocalBuilds {
     }
 }
 
+/// Stop a build's runner: SIGTERM, and SIGKILL where it is still alive after `grace` (a runner
+/// stuck in a long write would otherwise outlive the cancel and write its status over
+/// CANCELLED). Returns whether it is gone.
+fn stop_runner(pid: u32, grace: std::time::Duration) -> bool {
+    let gone_within = |d: std::time::Duration| {
+        let t0 = std::time::Instant::now();
+        loop {
+            if !crate::fsutil::process_alive(pid) {
+                return true;
+            }
+            if t0.elapsed() >= d {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    if gone_within(grace) {
+        return true;
+    }
+    let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    gone_within(std::time::Duration::from_secs(5))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::controlplane::backend::builds::BuildKind;
     use std::collections::BTreeMap;
     use std::path::Path;
+
+    /// A runner that ignores SIGTERM (as one stuck in a long write would outlive it) is killed
+    /// after the grace period; one that does not is gone at once.
+    #[test]
+    fn a_runner_that_outlives_the_grace_period_is_killed() {
+        let spawn = |script: &str| std::process::Command::new("sh").args(["-c", script]).spawn().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let ready = d.path().join("trapped");
+        let mut stubborn = spawn(&format!("trap '' TERM; : > '{}'; while :; do sleep 0.05; done", ready.display()));
+        // its trap is set once it has written the file
+        for _ in 0..600 {
+            if ready.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(ready.exists(), "the stand-in runner did not start");
+        let t0 = std::time::Instant::now();
+        assert!(stop_runner(stubborn.id(), std::time::Duration::from_millis(300)));
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(300), "it waited out the grace period first");
+        let st = stubborn.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(9), "{st:?}");
+        let mut plain = spawn("while :; do sleep 0.05; done");
+        assert!(stop_runner(plain.id(), std::time::Duration::from_secs(5)));
+        let st = plain.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(15), "{st:?}");
+    }
 
     fn service(d: &Path, exe: PathBuf) -> LocalBuilds {
         let stores = LocalStores {
