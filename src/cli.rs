@@ -452,13 +452,10 @@ fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send
     }
 }
 
-/// A calibration sequence length within `feedback::SEQ_RANGE` (`--calib-seq`).
+/// A calibration sequence length (`--calib-seq`; `feedback::parse_seq`).
 fn seq_len(s: &str) -> Result<usize, String> {
-    let r = crate::dataplane::encode::feedback::SEQ_RANGE;
-    s.parse::<usize>()
-        .ok()
-        .filter(|n| r.contains(n))
-        .ok_or_else(|| format!("expected a sequence length from {} to {} tokens", r.start(), r.end()))
+    use crate::dataplane::encode::feedback::{parse_seq, seq_expected};
+    parse_seq(s).ok_or_else(|| format!("expected {}", seq_expected()))
 }
 
 /// The command line as given, with each command's campaign options taken into the top level.

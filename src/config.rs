@@ -525,13 +525,11 @@ impl RawConfig {
                 "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
             ));
         }
-        let seqs = crate::dataplane::encode::feedback::SEQ_RANGE;
-        if !seqs.contains(&self.feedback.seq) {
+        if !crate::dataplane::encode::feedback::SEQ_RANGE.contains(&self.feedback.seq) {
             return Err(ConfigError::Invalid(format!(
-                "feedback.seq = {}: expected a sequence length from {} to {} tokens ({} by default)",
+                "feedback.seq = {}: expected {} ({} by default)",
                 self.feedback.seq,
-                seqs.start(),
-                seqs.end(),
+                crate::dataplane::encode::feedback::seq_expected(),
                 crate::dataplane::encode::feedback::DEFAULT_SEQ
             )));
         }

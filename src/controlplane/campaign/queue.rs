@@ -228,13 +228,9 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                 ))
             })?);
         } else if let Some(v) = t.strip_prefix("seq=") {
-            use crate::dataplane::encode::feedback::SEQ_RANGE;
-            calib_seq = Some(v.parse::<usize>().ok().filter(|l| SEQ_RANGE.contains(l)).ok_or_else(|| {
-                err(format!(
-                    "{id}: seq={v:?}: expected a calibration sequence length from {} to {} tokens, e.g. 128",
-                    SEQ_RANGE.start(),
-                    SEQ_RANGE.end()
-                ))
+            use crate::dataplane::encode::feedback::{parse_seq, seq_expected};
+            calib_seq = Some(parse_seq(v).ok_or_else(|| {
+                err(format!("{id}: seq={v:?}: expected {} for the calibration, e.g. 128", seq_expected()))
             })?);
         } else if let Some(tg) = Tag::parse(t) {
             if tag.replace(tg).is_some() {
@@ -573,9 +569,12 @@ mod tests {
             ("a params=1 family=l chunks=ten READY-NOW", "chunks=\"ten\": expected a number"),
             (
                 "a params=1 family=l seq=16 READY-NOW",
-                "seq=\"16\": expected a calibration sequence length from 32 to 2048",
+                "seq=\"16\": expected a sequence length from 32 to 2048 tokens for the calibration",
             ),
-            ("a params=1 family=l seq=4096 READY-NOW", "seq=\"4096\": expected a calibration sequence length"),
+            (
+                "a params=1 family=l seq=4096 READY-NOW",
+                "seq=\"4096\": expected a sequence length from 32 to 2048 tokens for the calibration",
+            ),
             ("a params=1 family=l seq=128 seq=128 READY-NOW", "seq= given twice"),
         ] {
             let e = Queue::parse(Path::new("queue.txt"), &format!("{line}\n")).unwrap_err().to_string();

@@ -54,6 +54,17 @@ pub const DEFAULT_SEQ: usize = CTX;
 /// well past its attention-sink positions ([`SINK_POSITIONS`]), and one longer than a few
 /// chunks samples the text in too few places.
 pub const SEQ_RANGE: std::ops::RangeInclusive<usize> = 32..=2048;
+
+/// What a calibration sequence length (`--calib-seq`, `[feedback] seq`, a queue line's `seq=`,
+/// `_CALIB_SEQ`) must be, as every reader of one says it.
+pub fn seq_expected() -> String {
+    format!("a sequence length from {} to {} tokens", SEQ_RANGE.start(), SEQ_RANGE.end())
+}
+
+/// A calibration sequence length read from text, or `None` ([`seq_expected`]).
+pub fn parse_seq(s: &str) -> Option<usize> {
+    s.parse::<usize>().ok().filter(|l| SEQ_RANGE.contains(l))
+}
 /// Chunks of the calibration text by default: 16 × 512 tokens. 10 chunks as 40 sequences of 128
 /// measured the same KLD out of the calibration text's domain on both fixtures with 72% of the
 /// feedback's time, but 11–15% higher on Qwen2.5-Coder-0.5B in domain, above the line
@@ -348,12 +359,7 @@ impl<'g> Calibration<'g> {
             return Err(bad(&"--calib-chunks must be at least 1"));
         }
         if !SEQ_RANGE.contains(&o.seq) {
-            return Err(bad(&format!(
-                "--calib-seq {}: expected a sequence length from {} to {} tokens",
-                o.seq,
-                SEQ_RANGE.start(),
-                SEQ_RANGE.end()
-            )));
+            return Err(bad(&format!("--calib-seq {}: expected {}", o.seq, seq_expected())));
         }
         let tok = Tokenizer::from_gguf(f16).map_err(|e| bad(&e))?;
         let body = Text::load(&tok, &o.text).map_err(|e| bad(&e))?;

@@ -222,8 +222,8 @@ struct FeedbackAsked {
 /// by name when it is not what the encoder takes.
 fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<Option<FeedbackAsked>, String> {
     use crate::dataplane::encode::feedback::{
-        parse_refine, parse_weight, refine_expected, Inputs, DEFAULT_CHUNKS, DEFAULT_CORRECTION, DEFAULT_REFINE,
-        DEFAULT_SEQ, SEQ_RANGE, WEIGHT_EXPECTED,
+        parse_refine, parse_seq, parse_weight, refine_expected, seq_expected, Inputs, DEFAULT_CHUNKS,
+        DEFAULT_CORRECTION, DEFAULT_REFINE, DEFAULT_SEQ, WEIGHT_EXPECTED,
     };
     let get = |k: &str| subs.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if get("_CALIB_TEXT").is_none() {
@@ -239,13 +239,7 @@ fn feedback_asked(subs: &std::collections::BTreeMap<String, String>) -> Result<O
     };
     let seq = match get("_CALIB_SEQ") {
         None => DEFAULT_SEQ,
-        Some(v) => v.parse::<usize>().ok().filter(|n| SEQ_RANGE.contains(n)).ok_or_else(|| {
-            format!(
-                "_CALIB_SEQ={v}: expected a sequence length from {} to {} tokens",
-                SEQ_RANGE.start(),
-                SEQ_RANGE.end()
-            )
-        })?,
+        Some(v) => parse_seq(v).ok_or_else(|| format!("_CALIB_SEQ={v}: expected {}", seq_expected()))?,
     };
     let inputs = match get("_CALIB_INPUTS") {
         None => Inputs::DEFAULT,
