@@ -79,6 +79,7 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
     for w in crate::dataplane::encode::input_warnings(&job.f16, &job.base) {
         log::warn!(target: "encode", "{w}");
     }
+    crate::dataplane::heap::keep_freed_pages();
     let t = crate::dataplane::encode::run(&job)?;
     let tt = &t.totals;
     println!(
@@ -148,6 +149,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         telemetry: telemetry.clone(),
         dense_limit: None,
     };
+    crate::dataplane::heap::keep_freed_pages();
     let out = crate::dataplane::gate::run(&job)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -49,6 +49,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     match cli.cmd {
         Some(Cmd::RunBuild { dir }) => {
+            // a local build's runner encodes and gates: the batch jobs' heap policy
+            crate::dataplane::heap::keep_freed_pages();
             crate::controlplane::backend::local::pipeline::run_build(&dir);
             Ok(exit::OK)
         }

@@ -7,12 +7,14 @@
 //! - [`gate`]: the native forward pass and the gate over it
 //! - [`convert`], [`inspect`]: the local feeder's f16 step and file summaries
 //! - [`linalg`]: GEMM, second moments and their factor (faer) for the forward pass and feedback
+//! - [`heap`]: the allocator's policy for the batch jobs' large buffers
 
 pub mod codec;
 pub mod convert;
 pub mod encode;
 pub mod gate;
 pub mod gguf;
+pub mod heap;
 pub mod imatrix;
 pub mod inspect;
 pub mod linalg;
