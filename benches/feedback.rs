@@ -57,7 +57,7 @@ fn main() {
     }
     for (n, t, factor) in [(896, 8192, true), (4864, 8192, true), (18944, 2048, false)] {
         let x = inputs(t * n, 3);
-        // the lower triangle by 512-wide block columns: n² t multiply-adds, about
+        // the lower triangle by 512-wide block columns: about n² t flops
         let flop = (n * n) as f64 * t as f64;
         row(
             &format!("moments Σ x xᵀ, {n} wide, {t} tokens"),

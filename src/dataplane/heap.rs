@@ -7,8 +7,9 @@
 //! shootdowns of each unmap: 5% of a feedback encode's samples were in the kernel's fault path.
 //! Kept in the heap instead (no `mmap` for large blocks, freed memory not trimmed back below
 //! 2 GB), later stages reuse pages already mapped: a Qwen2.5-Coder-0.5B `--bpw 3.3` feedback
-//! encode measured 4–10% faster with the same peak RSS (docs/BENCHMARKS.md, "The allocator
-//! keeps what the stages free"). Only the batch jobs (`--encode`, the gate) set it.
+//! encode measured 4–10% faster with the same peak RSS; at qwen2.5-7b's widths the heap's holes
+//! cost 0.5 GB of peak (docs/BENCHMARKS.md, "The allocator keeps what the stages free"). Only the batch jobs set it (`--encode`, the gate, a local
+//! build's runner), at their edges in `commands`.
 
 /// Keep freed large blocks in the process's heap for the rest of its life (glibc on Linux; a
 /// no-op elsewhere). Idempotent.

@@ -101,8 +101,8 @@ impl Moments {
         }
         // the first chunk replaces what the blocks hold (zeros) rather than adding to it: the
         // fresh matrix's pages are then first touched by a write, not mapped to the kernel's
-        // zero page by a read and copied on the write after it (18% of the moments' time at
-        // 4,864 wide)
+        // zero page by a read and copied on the write after it (a quarter of the moments' time
+        // at 4,864 wide; docs/BENCHMARKS.md, "Two costs of the feedback that bought nothing")
         let accum = if self.tokens == 0 { Accum::Replace } else { Accum::Add };
         self.tokens += t;
         let xr = MatRef::from_row_major_slice(x, t, n);

@@ -103,7 +103,8 @@ impl<'a> Weight<'a> {
             Repr::Raw { ty, bytes, row_bytes } => {
                 // chunks of equal rows, each at most DECODE_CHUNK values: every chunk's product
                 // reads all of x again, and a small last chunk (34 of ffn_down's 896 rows in
-                // Qwen2.5-0.5B, at a quarter of this bound) runs the GEMM at a fraction of its rate
+                // Qwen2.5-0.5B under the earlier bound of 4 M values) runs the GEMM at a
+                // fraction of its rate
                 let parts = (rows * cols).div_ceil(DECODE_CHUNK).max(1);
                 let chunk = rows.div_ceil(parts).max(1);
                 let mut tmp = vec![0f32; chunk.min(rows) * cols];
