@@ -19,7 +19,9 @@ if [ ! -f "$f16" ]; then
 fi
 LLAMA_BIN=$(bash scripts/llama-cpp.sh llama-quantize)
 if [ ! -f "$cache/synthetic-f16.gguf" ]; then
-  [ -x "$cache/venv/bin/python" ] || { python3 -m venv "$cache/venv" && "$cache/venv/bin/pip" install --quiet gguf numpy; }
+  # gguf-py as the pinned sdist vendors it (not whatever version the registry has today)
+  [ -x "$cache/venv/bin/python" ] || python3 -m venv "$cache/venv"
+  "$cache/venv/bin/python" -c "import gguf, numpy" 2>/dev/null || "$cache/venv/bin/pip" install --quiet numpy "$(bash scripts/llama-cpp.sh --src)/gguf-py"
   "$cache/venv/bin/python" scripts/synthetic-llama.py "$f16" "$cache"
 fi
 weights=153354240 # the synthetic model's matmul weights (scripts/synthetic-llama.py)

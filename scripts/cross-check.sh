@@ -27,7 +27,8 @@ if [ ! -x "$tool" ] || [ scripts/llama-logits.cpp -nt "$tool" ]; then
     -L"$bin" -lllama -lggml -lggml-base -Wl,-rpath,"$bin" -o "$tool"
 fi
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null || "$venv/bin/pip" install --quiet gguf numpy
+# gguf-py as the pinned sdist vendors it (not whatever version the registry has today)
+"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null || "$venv/bin/pip" install --quiet numpy "$cache/src/gguf-py"
 cargo build --release --quiet
 models=.cache/models
 mkdir -p "$models" "$out"

@@ -15,7 +15,9 @@ seq=${SEQ:-}
 layers=${LAYERS:-2}
 venv=.cache/llama/venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null || "$venv/bin/pip" install --quiet gguf numpy
+# gguf-py as the pinned sdist vendors it (not whatever version the registry has today)
+"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null ||
+  "$venv/bin/pip" install --quiet numpy "$(bash scripts/llama-cpp.sh --src)/gguf-py"
 cargo build --release --quiet
 models=.cache/models
 qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)

@@ -53,10 +53,10 @@ pub fn feedback_hours(tokens: f64, params_b: f64, c: &CostConfig) -> f64 {
 }
 
 /// The calibration tokens of a model's encode build: its queue line's `chunks=` × 512 over the
-/// campaign's `[feedback] chunks` × 512. 0 with feedback off, and once finished encode builds
-/// have calibrated the hours per 7B, which hold their feedback then (a line's `chunks=` is not
-/// told apart by that calibration: the factors, a large share of the feedback's time at 7B
-/// width, do not shrink with the tokens either).
+/// campaign's `[feedback] chunks` × 512; 0 with feedback off. Counted the same way once
+/// finished builds calibrate the model ([`calibrated`] scales the figure per token). Linear in
+/// the tokens, which the feedback is not quite: the factors, a large share of its time at 7B
+/// width, do not shrink with them, so a line with fewer tokens is estimated a little short.
 pub fn feedback_tokens(e: &Entry, c: &CostConfig) -> f64 {
     match e.calib_chunks {
         Some(k) if c.feedback_tokens > 0.0 => (crate::dataplane::encode::feedback::CTX * k) as f64,
@@ -93,19 +93,19 @@ fn effort_of(search: u8, refine: usize, feedback: bool) -> f64 {
     }
 }
 
-/// A queued model as the cost model's calibration sees it: the billions of weights its encode
-/// works through (`effective=`, else all), the billions its feeder converts (all of them: the
-/// ladder's hours scale with the file, as [`estimate`] counts them), and its encode [`effort`].
+/// A queued model as the cost model's calibration sees it: the billions of weights its feeder
+/// converts (all of them: the ladder's hours scale with the file, as [`estimate`] counts
+/// them), and the hours the configured (uncalibrated) model gives its encode build, with its
+/// own size (`effective=`), [`effort`], calibration tokens ([`feedback_tokens`]) and gate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Work {
-    pub b: f64,
     pub whole_b: f64,
-    pub effort: f64,
+    pub encode_h: f64,
 }
 
 impl Work {
     pub fn of(e: &Entry, c: &CostConfig) -> Work {
-        Work { b: e.work_b(), whole_b: e.params_b, effort: effort(e, c) }
+        Work { whole_b: e.params_b, encode_h: estimate(e, false, c).encode_h }
     }
 }
 
@@ -316,30 +316,25 @@ pub fn resources(kind: BuildKind, e: &Entry, c: &CostConfig) -> Resources {
     r
 }
 
-/// The cost model calibrated by the campaign's own finished builds: for each build kind with
-/// at least one successful build of a model in the queue, the median over those builds of
-/// run time × 7 / billions (hours per 7B; an encode's billions are those it works through,
-/// [`Work::b`], a feeder's the whole file, [`Work::whole_b`]) replaces the configured figure. The configured
-/// figures (the campaign's prior, e.g. the legacy encoder's 8–12 h per 7B) stand until a
-/// build of that kind has succeeded. Linear in parameters like the model itself, so a
-/// small model's fixed overheads make the large ones' estimates err on the long side.
-/// `work(id)` gives a queued model's size and effort; an encode build's hours are divided by
-/// its model's [`effort`], so that a small model encoded with `refine=1` does not inflate a
-/// default-effort model's estimate (which [`estimate`] multiplies back by its own).
+/// The cost model calibrated by the campaign's own finished builds. Encode builds: the median,
+/// over the successful builds of models in the queue, of each one's hours over the hours the
+/// configured model gives it ([`Work::encode_h`]: its size, effort, calibration tokens and
+/// gate) scales the configured encode, feedback and gate figures alike, so every model's
+/// estimate keeps what sets it apart (a line's `chunks=`, `search=`, `refine=`, `effective=`)
+/// and takes the level the builds measured. Feeder builds: the median of their hours × 7 /
+/// billions (the whole file, [`Work::whole_b`]) replaces the ladder's hours per 7B. The
+/// configured figures (the campaign's prior) stand for a kind until a build of it has
+/// succeeded. Linear in parameters like the model itself, so a small model's fixed overheads
+/// make the large ones' estimates err on the long side.
 pub fn calibrated(c: &CostConfig, work: impl Fn(&str) -> Option<Work>, builds: &[BuildInfo]) -> CostConfig {
-    let per_7b = |kind: BuildKind| {
+    let median = |kind: BuildKind, per: &dyn Fn(Work) -> f64| {
         let mut v: Vec<f64> = builds
             .iter()
             .filter(|b| b.kind == Some(kind) && b.status == BuildStatus::Success)
             .filter_map(|b| {
                 let (start, finish) = (b.start_time?, b.finish_time?);
-                let id = b.model()?;
-                let w = work(&id)?;
-                let (b, effort) = match kind {
-                    BuildKind::Encode => (w.b, w.effort),
-                    BuildKind::Feeder => (w.whole_b, 1.0),
-                };
-                (b > 0.0 && effort > 0.0 && finish > start).then(|| (finish - start) / 3600.0 * 7.0 / b / effort)
+                let unit = per(work(&b.model()?)?);
+                (unit > 0.0 && unit.is_finite() && finish > start).then(|| (finish - start) / 3600.0 / unit)
             })
             .collect();
         v.sort_by(f64::total_cmp);
@@ -353,13 +348,12 @@ pub fn calibrated(c: &CostConfig, work: impl Fn(&str) -> Option<Work>, builds: &
         })
     };
     let mut out = c.clone();
-    if let Some(h) = per_7b(BuildKind::Encode) {
-        out.encode_hours_per_7b = h;
-        // measured builds ran their gate and their feedback: both are inside the figure now
-        out.gate_model_tokens = 0.0;
-        out.feedback_tokens = 0.0;
+    if let Some(k) = median(BuildKind::Encode, &|w| w.encode_h) {
+        out.encode_hours_per_7b *= k;
+        out.feedback_core_s_per_token_b *= k;
+        out.gate_core_s_per_token_b *= k;
     }
-    if let Some(h) = per_7b(BuildKind::Feeder) {
+    if let Some(h) = median(BuildKind::Feeder, &|w| w.whole_b / 7.0) {
         out.ladder_hours_per_7b = h;
     }
     out
@@ -717,18 +711,21 @@ mod tests {
     }
 
     #[test]
-    fn finished_builds_calibrate_the_hours_per_7b() {
+    fn finished_builds_calibrate_the_cost_model() {
         let c = CostConfig::default();
         let q = [e("small", 0.5, Tag::ReadyNow), e("mid", 1.5, Tag::ReadyNow), e("big", 70.0, Tag::AutoFeed)];
-        // nothing finished: the configured prior
         let params = |id: &str| q.iter().find(|e| e.id == id).map(|e| Work::of(e, &c));
+        // nothing finished: the configured prior
         assert_eq!(calibrated(&c, params, &[]), c);
         let h = 3600.0;
+        let prior = |e: &Entry| estimate(e, false, &c).encode_h;
+        let (small, mid) = (prior(&q[0]), prior(&q[1]));
+        assert!(small > 0.0 && mid > small);
         let builds = vec![
-            // encodes: 0.5B in 0.1 h → 1.4 h/7B; 1.5B in 0.6 h → 2.8 h/7B; 1.5B in 0.3 h → 1.4 h/7B
-            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(0.1 * h)),
-            build(BuildKind::Encode, "mid", BuildStatus::Success, 0.0, Some(0.6 * h)),
-            build(BuildKind::Encode, "mid", BuildStatus::Success, h, Some(1.3 * h)),
+            // encodes, against the prior's hours for each: 2×, 3×, 2× (the median: 2)
+            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(2.0 * small * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, 0.0, Some(3.0 * mid * h)),
+            build(BuildKind::Encode, "mid", BuildStatus::Success, h, Some(h + 2.0 * mid * h)),
             // ignored: failed, still running, or of a model not in the queue
             build(BuildKind::Encode, "small", BuildStatus::Failure, 0.0, Some(50.0 * h)),
             build(BuildKind::Encode, "big", BuildStatus::Working, 0.0, None),
@@ -737,41 +734,55 @@ mod tests {
             build(BuildKind::Feeder, "small", BuildStatus::Success, 0.0, Some(0.25 * h)),
         ];
         let k = calibrated(&c, params, &builds);
-        assert!((k.encode_hours_per_7b - 1.4).abs() < 1e-9, "{}", k.encode_hours_per_7b);
+        assert!((k.encode_hours_per_7b - 2.0 * c.encode_hours_per_7b).abs() < 1e-9, "{}", k.encode_hours_per_7b);
+        assert!((k.feedback_core_s_per_token_b - 2.0 * c.feedback_core_s_per_token_b).abs() < 1e-12);
+        assert!((k.gate_core_s_per_token_b - 2.0 * c.gate_core_s_per_token_b).abs() < 1e-12);
         assert!((k.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k.ladder_hours_per_7b);
         assert_eq!(
             CostConfig {
                 encode_hours_per_7b: c.encode_hours_per_7b,
+                feedback_core_s_per_token_b: c.feedback_core_s_per_token_b,
+                gate_core_s_per_token_b: c.gate_core_s_per_token_b,
                 ladder_hours_per_7b: c.ladder_hours_per_7b,
-                gate_model_tokens: c.gate_model_tokens,
-                feedback_tokens: c.feedback_tokens,
                 ..k.clone()
             },
             c
         );
-        // the 70B estimate follows: 10 × 1.4 h encode + 10 × 3.5 h ladder, and no step-timeout flag
-        let big = estimate(&q[2], true, &k);
-        assert!((big.encode_h - 14.0).abs() < 1e-9 && (big.ladder_h - 35.0).abs() < 1e-9);
-        assert!(!big.flags.iter().any(|f| f.contains("encode step timeout")), "{:?}", big.flags);
-        // models built at a higher effort have their hours counted at the default effort: the
-        // same builds, every model at refine=2, calibrate to the figure divided by that effort
+        // every model's encode estimate takes the measured level: twice the prior's, the 70B too
+        for m in &q {
+            let (p, got) = (prior(m), estimate(m, true, &k));
+            assert!((got.encode_h - 2.0 * p).abs() < 1e-9, "{}: {} against {p}", m.id, got.encode_h);
+        }
+        assert!((estimate(&q[2], true, &k).ladder_h - 35.0).abs() < 1e-9, "10 × 3.5 h ladder");
+        // a line's chunks= still counts once the builds calibrate the model: fewer calibration
+        // tokens, fewer hours, before and after
+        let short = Entry { calib_chunks: Some(4), ..q[2].clone() };
+        let (before, after) = (prior(&short), estimate(&short, true, &k).encode_h);
+        assert!(before < prior(&q[2]) && after < estimate(&q[2], true, &k).encode_h, "{before} {after}");
+        assert!((after - 2.0 * before).abs() < 1e-9);
+        // a model built at a higher effort is measured against the prior at that effort: builds
+        // that took what the prior gives refine=2 leave the prior as it is
         let heavy: Vec<Entry> = q.iter().map(|e| Entry { refine: Some(2), ..e.clone() }).collect();
-        let f = effort(&heavy[0], &c);
-        assert!((f - (1.0 + 2.0 * REFINE_PASS)).abs() < 1e-12 && f > 1.0, "{f}");
-        let k2 = calibrated(&c, |id| heavy.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
-        assert!((k2.encode_hours_per_7b - 1.4 / f).abs() < 1e-9, "{}", k2.encode_hours_per_7b);
-        assert!((k2.ladder_hours_per_7b - 3.5).abs() < 1e-9, "a feeder's hours do not depend on the encode's effort");
+        assert!(effort(&heavy[0], &c) > 1.0);
+        let hp = |id: &str| heavy.iter().find(|e| e.id == id).map(|e| Work::of(e, &c));
+        let took = |m: &Entry| build(BuildKind::Encode, &m.id, BuildStatus::Success, 0.0, Some(prior(m) * h));
+        let k2 = calibrated(&c, hp, &[took(&heavy[0]), took(&heavy[1])]);
+        assert!((k2.encode_hours_per_7b - c.encode_hours_per_7b).abs() < 1e-9, "{}", k2.encode_hours_per_7b);
+        // the same builds read as default-effort builds: each took longer than the prior says
+        let k3 = calibrated(&c, params, &[took(&heavy[0]), took(&heavy[1])]);
+        assert!(k3.encode_hours_per_7b > c.encode_hours_per_7b * 1.1, "{}", k3.encode_hours_per_7b);
         // a model whose tokens run through fewer weights than its file holds (effective=): its
-        // encode calibrates per those, its feeder per the whole file, as `estimate` counts them
+        // encode is measured against the prior at those, its feeder per the whole file, as
+        // `estimate` counts them
         let q = [Entry { effective_b: Some(0.25), ..e("small", 0.5, Tag::ReadyNow) }];
         let builds = vec![
-            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(0.1 * h)),
+            build(BuildKind::Encode, "small", BuildStatus::Success, 0.0, Some(prior(&q[0]) * h)),
             build(BuildKind::Feeder, "small", BuildStatus::Success, 0.0, Some(0.25 * h)),
         ];
-        let k3 = calibrated(&c, |id| q.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
-        assert!((k3.encode_hours_per_7b - 2.8).abs() < 1e-9, "{}", k3.encode_hours_per_7b);
-        assert!((k3.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k3.ladder_hours_per_7b);
-        let again = estimate(&q[0], true, &k3);
+        let k4 = calibrated(&c, |id| q.iter().find(|e| e.id == id).map(|e| Work::of(e, &c)), &builds);
+        assert!((k4.encode_hours_per_7b - c.encode_hours_per_7b).abs() < 1e-9, "{}", k4.encode_hours_per_7b);
+        assert!((k4.ladder_hours_per_7b - 3.5).abs() < 1e-9, "{}", k4.ladder_hours_per_7b);
+        let again = estimate(&q[0], true, &k4);
         assert!((again.ladder_h - 0.25).abs() < 1e-9, "the feeder's own time back: {again:?}");
     }
 

@@ -476,24 +476,30 @@ impl<'g> Calibration<'g> {
             self.model.layer_ffn_act(li, &h, &pick)
         };
         drop(h);
+        // the last layer's outputs feed nothing: neither stream computes them
+        let last = li + 1 == self.model.n_layer();
         let d = match (reference.as_mut(), gr) {
             (Some(b), Some(gr)) => {
-                let f16 = |p| pick(&none, &self.model, li, p);
-                self.model.layer_ffn_out(li, b, &gr, &f16);
+                if !last {
+                    let f16 = |p| pick(&none, &self.model, li, p);
+                    self.model.layer_ffn_out(li, b, &gr, &f16);
+                }
                 Some(shortfall(gr, &g, tokens, self.opts.seq))
             }
             _ => None,
         };
         enc_secs += self.group(li, Proj::BY_INPUT[3], &g, d, encode, &mut own)?;
-        {
+        if !last {
             let pick = |p| pick(&own, &self.model, li, p);
             self.model.layer_ffn_out(li, &mut self.batch, &g, &pick);
         }
         self.reference = reference;
-        if self.batch.x.iter().any(|v| !v.is_finite()) {
+        let (out, what): (&[f32], &str) =
+            if last { (&g, "the feed-forward activations of") } else { (&self.batch.x, "the hidden states after") };
+        if out.iter().any(|v| !v.is_finite()) {
             return Err(EncodeError::Feedback {
                 path: self.opts.text.clone(),
-                msg: format!("the hidden states after layer {li} are not finite"),
+                msg: format!("{what} layer {li} are not finite"),
             });
         }
         let r = &mut self.report;
