@@ -150,16 +150,7 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     if needs_ladder {
         disk = disk.max(disk_need_gb(BuildKind::Feeder, e.params_b, c));
     }
-    let mut flags = Vec::new();
-    if encode_h > c.encode_step_timeout_h {
-        flags.push(format!("encode step timeout {:.0}h > {:.0}h", encode_h.ceil(), c.encode_step_timeout_h));
-    }
-    if encode_h.max(ladder_h) > c.global_timeout_h {
-        flags.push(format!("global timeout {:.0}h > {:.0}h", encode_h.max(ladder_h).ceil(), c.global_timeout_h));
-    }
-    if disk > MAX_DISK_GB {
-        flags.push(format!("disk {:.0} GB > Cloud Build's {MAX_DISK_GB:.0} GB", disk.ceil()));
-    }
+    let flags = breaches(e, ladder_h, encode_h, needs_ladder, c).iter().map(Breach::flag).collect();
     let build_disk_gb = build_disk_gb(disk, c);
     Estimate {
         id: e.id.clone(),
@@ -172,6 +163,66 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
         build_disk_gb,
         flags,
     }
+}
+
+/// A limit one of a model's builds would run over, by the cost model: the one decision behind
+/// the plan's flags ([`Estimate::flags`]) and the builds the tick will not submit ([`Limits`]).
+#[derive(Debug, Clone, PartialEq)]
+enum Breach {
+    /// the build's hours over a timeout: the limit, its key in `[cost]`, what it is called
+    Time { kind: BuildKind, hours: f64, limit: f64, key: &'static str, what: &'static str },
+    /// the disk the build needs, over Cloud Build's largest
+    Disk { kind: BuildKind, need: f64 },
+}
+
+impl Breach {
+    fn kind(&self) -> BuildKind {
+        match self {
+            Breach::Time { kind, .. } | Breach::Disk { kind, .. } => *kind,
+        }
+    }
+
+    /// The plan's short flag: the feeder's named as such, the encode's not.
+    fn flag(&self) -> String {
+        let who = if self.kind() == BuildKind::Feeder { "feeder " } else { "" };
+        match self {
+            Breach::Time { hours, limit, what, .. } => format!("{who}{what} {:.0}h > {limit:.0}h", hours.ceil()),
+            Breach::Disk { need, .. } => format!("{who}disk {:.0} GB > Cloud Build's {MAX_DISK_GB:.0} GB", need.ceil()),
+        }
+    }
+}
+
+/// What `e`'s builds would run over, its feeder's hours `ladder_h` and encode's `encode_h`
+/// under `c`'s timeouts and its disk under Cloud Build's; the feeder only where it will run
+/// (`needs_ladder`). The encode build is held to its step's timeout or the build's, whichever
+/// is shorter.
+fn breaches(e: &Entry, ladder_h: f64, encode_h: f64, needs_ladder: bool, c: &CostConfig) -> Vec<Breach> {
+    let (cap, step) = (c.global_timeout_h, c.encode_step_timeout_h);
+    let mut v = Vec::new();
+    if needs_ladder && ladder_h > cap {
+        v.push(Breach::Time {
+            kind: BuildKind::Feeder,
+            hours: ladder_h,
+            limit: cap,
+            key: "global_timeout_h",
+            what: "build timeout",
+        });
+    }
+    if encode_h > step.min(cap) {
+        let (limit, key, what) = if step <= cap {
+            (step, "encode_step_timeout_h", "encode step timeout")
+        } else {
+            (cap, "global_timeout_h", "build timeout")
+        };
+        v.push(Breach::Time { kind: BuildKind::Encode, hours: encode_h, limit, key, what });
+    }
+    for kind in [BuildKind::Feeder, BuildKind::Encode] {
+        let need = disk_need_gb(kind, e.params_b, c);
+        if (kind == BuildKind::Encode || needs_ladder) && need > MAX_DISK_GB {
+            v.push(Breach::Disk { kind, need });
+        }
+    }
+    v
 }
 
 /// The builds the cost model says cannot finish under the limits they would run with
@@ -198,83 +249,48 @@ impl Limits {
         let mut over = BTreeMap::new();
         for e in entries.iter().filter(|e| in_scope(e)) {
             let est = estimate(e, true, c);
-            let mut note = |kind: BuildKind, why: String| {
+            for breach in breaches(e, est.ladder_h, est.encode_h, true, c) {
+                let kind = breach.kind();
+                let why = match breach {
+                    Breach::Time { hours, limit, key, what, .. } => {
+                        // what the operator can do: a timeout raised where that is enough, else
+                        // the build's own remedy; and the figure to correct if the estimate is wrong
+                        let raise = if hours <= MAX_TIMEOUT_H {
+                            format!("raise [cost] {key} (Cloud Build allows {MAX_TIMEOUT_H:.0} h), ")
+                        } else {
+                            String::new()
+                        };
+                        let (own, figure) = match kind {
+                            BuildKind::Feeder => {
+                                ("mint its f16 and imatrix outside the ladder (EXTERNAL)", "ladder_hours_per_7b")
+                            }
+                            BuildKind::Encode => (
+                                "encode it with less effort (search=, refine=, or fewer calibration tokens by chunks=, in the queue)",
+                                "encode_hours_per_7b",
+                            ),
+                        };
+                        let over = if hours > MAX_TIMEOUT_H {
+                            format!("over the {limit:.0}-h {what} and Cloud Build's {MAX_TIMEOUT_H:.0}-h limit")
+                        } else {
+                            format!("over the {limit:.0}-h {what}")
+                        };
+                        format!(
+                            "its {} would take about {hours:.0} h by the cost model, {over}: {raise}{own}, or correct \
+                             [cost] {figure} if the estimate is wrong",
+                            kind.label()
+                        )
+                    }
+                    Breach::Disk { need, .. } => format!(
+                        "its {} needs about {need:.0} GB of disk, over Cloud Build's {MAX_DISK_GB:.0} GB",
+                        kind.label()
+                    ),
+                };
                 over.entry((e.id.clone(), kind.as_str()))
                     .and_modify(|w: &mut String| {
                         w.push_str("; and ");
                         w.push_str(why.strip_prefix("its ").unwrap_or(&why));
                     })
                     .or_insert(why);
-            };
-            // what the operator can do: a timeout raised where that is enough, else the
-            // build's own remedy; and the figure to correct if the estimate is wrong
-            let remedy = |hours: f64, key: &str, own: &str, figure: &str| {
-                let raise = if hours <= MAX_TIMEOUT_H {
-                    format!("raise [cost] {key} (Cloud Build allows {MAX_TIMEOUT_H:.0} h), ")
-                } else {
-                    String::new()
-                };
-                format!("{raise}{own}, or correct [cost] {figure} if the estimate is wrong")
-            };
-            let over_what = |hours: f64, limit: f64, what: &str| {
-                if hours > MAX_TIMEOUT_H {
-                    format!("over the {limit:.0}-h {what} and Cloud Build's {MAX_TIMEOUT_H:.0}-h limit")
-                } else {
-                    format!("over the {limit:.0}-h {what}")
-                }
-            };
-            let cap = c.global_timeout_h;
-            if est.ladder_h > cap {
-                note(
-                    BuildKind::Feeder,
-                    format!(
-                        "its {} would take about {:.0} h by the cost model, {}: {}",
-                        BuildKind::Feeder.label(),
-                        est.ladder_h,
-                        over_what(est.ladder_h, cap, "build timeout"),
-                        remedy(
-                            est.ladder_h,
-                            "global_timeout_h",
-                            "mint its f16 and imatrix outside the ladder (EXTERNAL)",
-                            "ladder_hours_per_7b"
-                        )
-                    ),
-                );
-            }
-            let step = c.encode_step_timeout_h;
-            if est.encode_h > step.min(cap) {
-                let (limit, key, what) = if step <= cap {
-                    (step, "encode_step_timeout_h", "encode step timeout")
-                } else {
-                    (cap, "global_timeout_h", "build timeout")
-                };
-                note(
-                    BuildKind::Encode,
-                    format!(
-                        "its {} would take about {:.0} h by the cost model, {}: {}",
-                        BuildKind::Encode.label(),
-                        est.encode_h,
-                        over_what(est.encode_h, limit, what),
-                        remedy(
-                            est.encode_h,
-                            key,
-                            "encode it with less effort (search=, refine=, or fewer calibration tokens by chunks=, in the queue)",
-                            "encode_hours_per_7b"
-                        )
-                    ),
-                );
-            }
-            for kind in [BuildKind::Feeder, BuildKind::Encode] {
-                let need = disk_need_gb(kind, e.params_b, c);
-                if need > MAX_DISK_GB {
-                    note(
-                        kind,
-                        format!(
-                            "its {} needs about {need:.0} GB of disk, over Cloud Build's {MAX_DISK_GB:.0} GB",
-                            kind.label()
-                        ),
-                    );
-                }
             }
         }
         Limits { over }
@@ -525,7 +541,13 @@ mod tests {
             "{why}"
         );
         // the plan flags what the tick will not submit
-        assert!(estimate(&q[2], true, &c).flags.iter().any(|f| f.starts_with("global timeout")));
+        assert!(
+            estimate(&q[2], true, &c).flags.iter().any(|f| f == "feeder build timeout 52h > 22h"),
+            "{:?}",
+            estimate(&q[2], true, &c).flags
+        );
+        // and not a feeder it will not run
+        assert!(estimate(&q[2], false, &c).flags.is_empty());
         // an encode over the encode step's timeout, named by its key
         let slow = CostConfig { encode_hours_per_7b: 17.0, ..c.clone() };
         let why = Limits::of(&q[..1], &slow).why("7b", BuildKind::Encode).map(str::to_string).expect("over 16 h");
@@ -570,7 +592,7 @@ mod tests {
         let b = estimate(&e("22b", 22.0, Tag::ReadyNow), true, &c);
         assert!(b.flags.iter().any(|f| f.contains("encode step timeout")));
         let z = estimate(&e("70b", 70.0, Tag::ReadyNow), true, &c);
-        assert!(z.flags.iter().any(|f| f.contains("global")), "{:?}", z.flags);
+        assert_eq!(z.flags, ["feeder build timeout 50h > 22h", "encode step timeout 100h > 16h"]);
         assert!(!z.flags.iter().any(|f| f.contains("disk")), "a 70B's builds get a bigger disk: {:?}", z.flags);
         let huge = estimate(&e("2t", 2000.0, Tag::ReadyNow), false, &c);
         assert!(huge.flags.iter().any(|f| f == "disk 7010 GB > Cloud Build's 4000 GB"), "{:?}", huge.flags);
