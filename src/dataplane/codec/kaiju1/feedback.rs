@@ -62,7 +62,7 @@ pub fn encode_tensor_feedback(
             .par_chunks_mut(n)
             .zip(e.par_chunks_mut(k))
             .zip(out.par_chunks_mut(rb))
-            .map(|((row, er), o)| batch_row(row, er, o, n, u, &wt, c0, c1, opts))
+            .map(|((row, er), o)| batch_row(row, er, o, Span { n, u, wt: &wt, c0, c1, opts }))
             .sum::<u64>();
         if let Some(z) = &z {
             e.iter_mut().zip(z).for_each(|(e, z)| *e -= z);
@@ -144,7 +144,7 @@ pub fn refine_tensor(
         let wt: Vec<f32> = (0..m).map(|j| 1.0 / (us[j * m + j] * us[j * m + j])).collect();
         let mut er = vec![0f32; rows * m];
         new.par_chunks_mut(m).zip(er.par_chunks_mut(m)).zip(bytes.par_chunks_mut(srb)).for_each(|((row, er), o)| {
-            batch_row(row, er, o, m, &us, &wt, 0, m, opts);
+            batch_row(row, er, o, Span { n: m, u: &us, wt: &wt, c0: 0, c1: m, opts });
         });
         let (lo, ln) = (quadratic_rows(&c, &old, &hss, m), quadratic_rows(&c, &new, &hss, m));
         let pos = s0 / BLOCK / GROUP * (HEADER_BYTES + GROUP * ib);
@@ -170,6 +170,18 @@ fn quadratic_rows(c: &[f32], x: &[f32], h: &[f32], m: usize) -> Vec<f64> {
     p.chunks(m).zip(d.chunks(m)).map(|(p, d)| p.iter().zip(d).map(|(a, b)| *a as f64 * *b as f64).sum()).collect()
 }
 
+/// What every row of one batch shares: U (n × n, row-major upper) and its block search's
+/// weights 1/U_jj², the batch's columns `c0..c1`, and the encoder's options.
+#[derive(Clone, Copy)]
+struct Span<'a> {
+    n: usize,
+    u: &'a [f32],
+    wt: &'a [f32],
+    c0: usize,
+    c1: usize,
+    opts: EncodeOptions,
+}
+
 /// One row's part of the batch `c0..c1` (whole super-blocks): search each block, write it,
 /// leave its reconstruction in `row`, carry its error onto the batch's later columns and
 /// record it (in U's coordinates) in `er` for the GEMM after the batch. Returns the decodes.
@@ -178,56 +190,24 @@ fn quadratic_rows(c: &[f32], x: &[f32], h: &[f32], m: usize) -> Vec<f64> {
 /// plain row encoder is (`encode_row`): the block search and the carries onto the batch's
 /// later columns then run in 8-lane vectors (about half of this function's time was the
 /// carries in 4-lane SSE). The same IEEE operations in the same order, so the same bytes.
-#[allow(clippy::too_many_arguments)]
-fn batch_row(
-    row: &mut [f32],
-    er: &mut [f32],
-    out: &mut [u8],
-    n: usize,
-    u: &[f32],
-    wt: &[f32],
-    c0: usize,
-    c1: usize,
-    opts: EncodeOptions,
-) -> u64 {
+fn batch_row(row: &mut [f32], er: &mut [f32], out: &mut [u8], span: Span) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU was just seen to support AVX2, the only feature enabled there
-        return unsafe { batch_row_avx2(row, er, out, n, u, wt, c0, c1, opts) };
+        return unsafe { batch_row_avx2(row, er, out, span) };
     }
-    batch_row_impl(row, er, out, n, u, wt, c0, c1, opts)
+    batch_row_impl(row, er, out, span)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn batch_row_avx2(
-    row: &mut [f32],
-    er: &mut [f32],
-    out: &mut [u8],
-    n: usize,
-    u: &[f32],
-    wt: &[f32],
-    c0: usize,
-    c1: usize,
-    opts: EncodeOptions,
-) -> u64 {
-    batch_row_impl(row, er, out, n, u, wt, c0, c1, opts)
+unsafe fn batch_row_avx2(row: &mut [f32], er: &mut [f32], out: &mut [u8], span: Span) -> u64 {
+    batch_row_impl(row, er, out, span)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn batch_row_impl(
-    row: &mut [f32],
-    er: &mut [f32],
-    out: &mut [u8],
-    n: usize,
-    u: &[f32],
-    wt: &[f32],
-    c0: usize,
-    c1: usize,
-    opts: EncodeOptions,
-) -> u64 {
+fn batch_row_impl(row: &mut [f32], er: &mut [f32], out: &mut [u8], span: Span) -> u64 {
+    let Span { n, u, wt, c0, c1, opts } = span;
     let q = opts.variant.q;
     let ib = opts.variant.index_bytes();
     let nb = blocks_per_row(n);
@@ -364,10 +344,11 @@ pub(crate) mod tests {
             let mut got = Vec::new();
             for vector in [true, false] {
                 let (mut r, mut er, mut out) = (row.clone(), vec![0f32; n], vec![0u8; rb]);
+                let span = Span { n, u: &u, wt: &wt, c0: 0, c1: n, opts };
                 let d = if vector {
-                    batch_row(&mut r, &mut er, &mut out, n, &u, &wt, 0, n, opts)
+                    batch_row(&mut r, &mut er, &mut out, span)
                 } else {
-                    batch_row_impl(&mut r, &mut er, &mut out, n, &u, &wt, 0, n, opts)
+                    batch_row_impl(&mut r, &mut er, &mut out, span)
                 };
                 got.push((r, er, out, d));
             }
