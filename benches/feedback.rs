@@ -5,9 +5,12 @@
 //! 896 and 4,864 (Qwen2.5-0.5B's hidden and `ffn_down` inputs) over 8,192 tokens (the default
 //! 16 × 512), 18,944 (qwen2.5-7b's `ffn_down` input) over 2,048 tokens (the moments' time
 //! grows with the tokens; its factor, 4.5 TFLOP, is left to `scripts/feedback-slice.sh`).
-//! Median of three runs with the range; inputs are a fixed pseudo-random stream.
+//! The matmul and the moments run with each of the calibration's products (`--calib-products`:
+//! f32 on faer, bf16 on gemmkit; bf16 rows are left out where the CPU has no AVX512_BF16, on
+//! which they would measure gemmkit's widening fallback). Median of three runs with the range;
+//! inputs are a fixed pseudo-random stream.
 
-use kaiju::dataplane::linalg::{self, Moments};
+use kaiju::dataplane::linalg::{self, Moments, Products};
 use std::time::Instant;
 
 const RUNS: usize = 3;
@@ -44,30 +47,36 @@ fn row(what: &str, flop: f64, (med, lo, hi): (f64, f64, f64)) {
 
 fn main() {
     println!("| step | seconds (median, range) | GFLOP/s |\n|---|---|---|");
+    let products: Vec<Products> =
+        Products::ALL.into_iter().filter(|&p| p == Products::F32 || linalg::native_bf16()).collect();
     {
         let (t, cols, rows) = (8192, 4864, 896);
         let (x, w) = (inputs(t * cols, 1), inputs(rows * cols, 2));
         let mut out = vec![0f32; t * rows];
         let flop = 2.0 * (t * cols * rows) as f64;
-        row(
-            "forward-shaped matmul, 8192 × 4864 · (896 × 4864)ᵀ",
-            flop,
-            time(|| linalg::matmul_nt(&mut out, rows, &x, &w, cols, false)),
-        );
+        for &p in &products {
+            row(
+                &format!("forward-shaped matmul, 8192 × 4864 · (896 × 4864)ᵀ, {}", p.name()),
+                flop,
+                time(|| linalg::matmul_nt_in(p, &mut out, rows, &x, &w, cols)),
+            );
+        }
     }
     for (n, t, factor) in [(896, 8192, true), (4864, 8192, true), (18944, 2048, false)] {
         let x = inputs(t * n, 3);
         // the lower triangle by 512-wide block columns: about n² t flops
         let flop = (n * n) as f64 * t as f64;
-        row(
-            &format!("moments Σ x xᵀ, {n} wide, {t} tokens"),
-            flop,
-            time(|| {
-                let mut m = Moments::new(n);
-                m.add(&x);
-                std::hint::black_box(m.get(n - 1, 0));
-            }),
-        );
+        for &p in &products {
+            row(
+                &format!("moments Σ x xᵀ, {n} wide, {t} tokens, {}", p.name()),
+                flop,
+                time(|| {
+                    let mut m = Moments::with_products(n, p);
+                    m.add(&x);
+                    std::hint::black_box(m.get(n - 1, 0));
+                }),
+            );
+        }
         if factor {
             // Cholesky and triangular inverse, n³/3 flops each
             let flop = 2.0 * (n as f64).powi(3) / 3.0;

@@ -6,6 +6,8 @@
 # Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks; default: the encoder's), SEQ
 # (calibration sequence length; default: the encoder's), LAYERS (2),
 # ALSO_F16 (also the --calib-inputs f16 run), ALSO_REFINE (also a run with --calib-refine 1),
+# ALSO_PRODUCTS (also a run with --calib-products set to this: f32 or bf16; the main run takes
+# the encoder's default, auto),
 # KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
 # in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail
@@ -43,4 +45,6 @@ run "$name" "${fb[@]}"
 [ -z "${ALSO_F16:-}" ] || run "$name-f16" "${fb[@]}" --calib-inputs f16
 # ALSO_REFINE=1: the same feedback with one pass of block coordinate descent after each tensor
 [ -z "${ALSO_REFINE:-}" ] || run "$name-refine1" "${fb[@]}" --calib-refine 1
+# ALSO_PRODUCTS=f32|bf16: the same feedback with the calibration's products set
+[ -z "${ALSO_PRODUCTS:-}" ] || run "$name-$ALSO_PRODUCTS" "${fb[@]}" --calib-products "$ALSO_PRODUCTS"
 [ -n "${KEEP_KNOTS:-}" ] || rm -f "$work"/*.knot

@@ -123,6 +123,13 @@ pub struct EncodeArgs {
     /// docs/BENCHMARKS.md, "Block coordinate descent after the feedback")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64))]
     pub calib_refine: u8,
+    /// under --calib-text: how the calibration's forward passes and moments multiply: `auto`
+    /// (default: `bf16` where the CPU has AVX512_BF16's dot product, else `f32`), `bf16` (bf16
+    /// operands, f32 sums: twice the multiply-adds per instruction) or `f32`; the factors, the
+    /// asymmetric correction, the codec and the gate always run in f32 (docs/BENCHMARKS.md, "The
+    /// calibration in bf16")
+    #[arg(long, default_value = "auto", value_parser = ["auto", "f32", "bf16"], requires = "calib_text")]
+    pub calib_products: String,
     /// worker threads (default: all cores)
     #[arg(long)]
     pub threads: Option<usize>,

@@ -6,6 +6,7 @@ use kaiju::dataplane::codec::kaiju1::{EncodeOptions, Variant};
 use kaiju::dataplane::encode::{self, EncodeJob};
 use kaiju::dataplane::gate::{self, GateJob};
 use kaiju::dataplane::gguf::Gguf;
+use kaiju::dataplane::linalg::Products;
 
 fn encode(dir: &std::path::Path, q: u32) -> (std::path::PathBuf, encode::Telemetry) {
     let out = dir.join(format!("smol-q{q}.knot"));
@@ -452,6 +453,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
             prior: encode::feedback::DEFAULT_PRIOR,
             correction: encode::feedback::DEFAULT_CORRECTION,
             refine: encode::feedback::DEFAULT_REFINE,
+            products: Products::auto(),
         }),
     );
     let f = t.feedback.as_ref().expect("a feedback report");
@@ -468,6 +470,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
     assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
     assert!(tel.contains(&format!("\"sequence_tokens\": {seq}")), "{tel}");
+    assert!(tel.contains(&format!("\"products\": \"{}\"", Products::auto().name())), "{tel}");
     assert!(tel.contains(&format!("\"sink_positions\": {}", encode::feedback::SINK_POSITIONS)), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
     assert_eq!(b.get_str("kaiju.feedback_text"), Some("calib.txt"));
@@ -534,6 +537,7 @@ fn bad_calibration_texts_are_named_before_any_output() {
                 prior: 1.0,
                 correction: 0.0,
                 refine: 0,
+                products: Products::F32,
             }),
             telemetry: Some(tel.clone()),
             ..smol_job(out.clone())
@@ -704,6 +708,9 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
                 prior: DEFAULT_PRIOR,
                 correction: 0.3,
                 refine,
+                // bf16 products through every architecture's forward pass (gemmkit widens
+                // them where the CPU has no bf16 dot product: the same rounding)
+                products: Products::Bf16,
             }),
             quiet: true,
         };
@@ -712,6 +719,7 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
         let f = t.feedback.as_ref().expect("a feedback report");
         assert_eq!((f.factored, f.inputs), (factored, inputs), "{name}: q/k/v (or q alone), o, gate/up, down");
         assert_eq!(f.refine, refine, "{name}: the telemetry says how many refinement passes ran");
+        assert_eq!(f.products, Products::Bf16, "{name}: the telemetry says how the calibration multiplied");
         let (knot, base) = (Gguf::open(p("k.knot")).unwrap(), Gguf::open(&src).unwrap());
         for t in &base.tensors {
             let o = knot.tensor(&t.name).unwrap();

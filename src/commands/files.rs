@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// empty one (the cloud build's `_CALIB_TEXT` switched off by `[feedback] enabled = false`).
 pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feedback::FeedbackOptions> {
     use crate::dataplane::encode::feedback::{FeedbackOptions, Inputs};
+    use crate::dataplane::linalg::Products;
     a.calib_text.clone().filter(|t| !t.as_os_str().is_empty()).map(|text| FeedbackOptions {
         text,
         chunks: a.calib_chunks,
@@ -19,6 +20,8 @@ pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feed
         prior: a.calib_prior,
         correction: a.calib_correction,
         refine: a.calib_refine as usize,
+        // clap takes only `auto` and Products::ALL's names
+        products: Products::parse(&a.calib_products).unwrap_or_else(Products::auto),
     })
 }
 

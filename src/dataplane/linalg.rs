@@ -3,9 +3,17 @@
 //! slices. Nothing here is hand-written index arithmetic beyond the in-place reorderings faer
 //! has no routine for.
 //!
-//! Everything is `f32`: a 7B-class `ffn_down` input is 18,944 wide, and its moment matrix is
-//! 1.4 GB in f32 (2.9 GB in f64); GPTQ factors in f32 too. The damping (`encode::feedback`'s
-//! `DAMP`, a tenth of the mean diagonal) bounds the condition number well within f32's reach.
+//! Everything is held in `f32`: a 7B-class `ffn_down` input is 18,944 wide, and its moment
+//! matrix is 1.4 GB in f32 (2.9 GB in f64); GPTQ factors in f32 too. The damping
+//! (`encode::feedback`'s `DAMP`, a tenth of the mean diagonal) bounds the condition number well
+//! within f32's reach.
+//!
+//! The calibration's largest products (its forward passes and the moments) may instead multiply
+//! in bf16 with f32 accumulation ([`Products::Bf16`]): on a CPU with AVX512_BF16 one
+//! `vdpbf16ps` does twice the multiply-adds of an f32 FMA, and gemmkit has that kernel (faer
+//! has none). The factorizations, the asymmetric correction, every product with the factor U,
+//! the gate's forward pass and attention's small per-head products stay in f32
+//! (docs/ARCHITECTURE.md, the `linalg` row, says why).
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -48,6 +56,105 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
     clean_upper();
 }
 
+/// How the calibration multiplies its large products: in f32 (faer), or with bf16 operands and
+/// f32 accumulation (gemmkit's `vdpbf16ps` kernel), each product's inputs and its output rounded
+/// to bf16 (8 significant bits: a relative error of about 0.2% per value, against the 10–20%
+/// of a 3-bit code; measured in docs/BENCHMARKS.md, "The calibration in bf16").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Products {
+    F32,
+    Bf16,
+}
+
+impl Products {
+    /// Every choice, by name (`--calib-products` takes these and `auto`).
+    pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
+
+    /// bf16 where this CPU multiplies bf16 pairs natively (AVX512_BF16: twice an f32 FMA's
+    /// multiply-adds per instruction), else f32: without it gemmkit widens bf16 to f32, which
+    /// is slower than faer's f32 kernel.
+    pub fn auto() -> Products {
+        if native_bf16() {
+            Products::Bf16
+        } else {
+            Products::F32
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Products::F32 => "f32",
+            Products::Bf16 => "bf16",
+        }
+    }
+
+    /// A choice by name; `auto` is [`Products::auto`].
+    pub fn parse(s: &str) -> Option<Products> {
+        match s {
+            "auto" => Some(Products::auto()),
+            _ => Products::ALL.into_iter().find(|p| p.name() == s),
+        }
+    }
+}
+
+/// Whether this CPU has AVX512_BF16's dot product.
+pub fn native_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `v` rounded to bf16 (to nearest, ties to even, as `half::bf16::from_f32` rounds; a NaN stays
+/// a NaN), on every core: the rounding spelled out in bits, which the compiler vectorizes.
+fn to_bf16(v: &[f32]) -> Vec<half::bf16> {
+    use rayon::prelude::*;
+    v.par_iter()
+        .with_min_len(1 << 14)
+        .map(|&x| {
+            let b = x.to_bits();
+            if x.is_nan() {
+                half::bf16::NAN
+            } else {
+                half::bf16::from_bits((b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16)
+            }
+        })
+        .collect()
+}
+
+/// gemmkit's C = A B for bf16 views, the rayon pool's threads, its kernels' registers cleaned
+/// after ([`clean_upper`]).
+fn gemm_bf16(a: gemmkit::MatRef<half::bf16>, b: gemmkit::MatRef<half::bf16>, c: gemmkit::MatMut<half::bf16>) {
+    gemmkit::gemm(half::bf16::ONE, a, b, half::bf16::ZERO, c, gemmkit::Parallelism::Rayon(0));
+    clean_upper();
+}
+
+/// [`matmul_nt`] (replacing `out`'s window) with the products `p` asks for.
+pub fn matmul_nt_in(p: Products, out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize) {
+    use rayon::prelude::*;
+    let t = x.len() / cols.max(1);
+    let rows = w.len() / cols.max(1);
+    if p == Products::F32 || t == 0 || rows == 0 {
+        return matmul_nt(out, out_stride, x, w, cols, false);
+    }
+    let (xb, wb) = (to_bf16(x), to_bf16(w));
+    let mut c = vec![half::bf16::ZERO; t * rows];
+    gemm_bf16(
+        gemmkit::MatRef::from_row_major(&xb, t, cols),
+        // Wᵀ: element (k, r) is W[r][k]
+        gemmkit::MatRef::new(&wb, cols, rows, 1, cols as isize),
+        gemmkit::MatMut::from_row_major(&mut c, t, rows),
+    );
+    out.par_chunks_mut(out_stride).zip(c.par_chunks(rows)).for_each(|(o, c)| {
+        o[..rows].iter_mut().zip(c).for_each(|(o, c)| *o = c.to_f32());
+    });
+}
+
 /// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
 /// on this thread alone: for the many small products of a parallel loop (attention's, one
 /// head each), where splitting each product across the pool would cost more than it saves.
@@ -82,11 +189,19 @@ pub struct Moments {
     /// column-major n × n; the lower triangle holds H
     a: Vec<f32>,
     pub tokens: usize,
+    products: Products,
 }
 
 impl Moments {
     pub fn new(n: usize) -> Moments {
-        Moments { n, a: vec![0f32; n * n], tokens: 0 }
+        Moments::with_products(n, Products::F32)
+    }
+
+    /// Moments whose rank-k updates multiply as `products` asks: in bf16, each update's blocks
+    /// are rounded to bf16 once (their sums over the tokens run in f32) and added to the f32
+    /// matrix.
+    pub fn with_products(n: usize, products: Products) -> Moments {
+        Moments { n, a: vec![0f32; n * n], tokens: 0, products }
     }
 
     /// H += xᵀ x for the rows of `x` (t × n, row-major): the lower triangle by blocks of
@@ -105,6 +220,9 @@ impl Moments {
         // at 4,864 wide; docs/BENCHMARKS.md, "Two costs of the feedback that bought nothing")
         let accum = if self.tokens == 0 { Accum::Replace } else { Accum::Add };
         self.tokens += t;
+        if self.products == Products::Bf16 {
+            return self.add_bf16(x, t, BS, accum);
+        }
         let xr = MatRef::from_row_major_slice(x, t, n);
         let mut all = MatMut::from_column_major_slice_mut(&mut self.a, n, n);
         for j0 in (0..n).step_by(BS) {
@@ -116,6 +234,32 @@ impl Moments {
             faer::linalg::matmul::matmul(dst, accum, lhs, rhs, 1.0f32, par());
         }
         clean_upper();
+    }
+
+    /// [`Moments::add`] with bf16 products: the same blocks of the lower triangle, each one
+    /// gemmkit product over all `t` tokens, rounded to bf16 once and then replacing or adding to
+    /// the f32 block.
+    fn add_bf16(&mut self, x: &[f32], t: usize, bs: usize, accum: Accum) {
+        use rayon::prelude::*;
+        let n = self.n;
+        let xb = to_bf16(x);
+        for j0 in (0..n).step_by(bs) {
+            let (bj, m) = (bs.min(n - j0), n - j0);
+            // column-major m × bj: rows j0..n of the columns j0..j0+bj
+            let mut c = vec![half::bf16::ZERO; m * bj];
+            gemm_bf16(
+                gemmkit::MatRef::new(&xb[j0..], m, t, 1, n as isize),
+                gemmkit::MatRef::new(&xb[j0..], t, bj, n as isize, 1),
+                gemmkit::MatMut::new(&mut c, m, bj, 1, m as isize),
+            );
+            self.a.par_chunks_mut(n).skip(j0).take(bj).zip(c.par_chunks(m)).for_each(|(col, c)| {
+                let dst = &mut col[j0..];
+                match accum {
+                    Accum::Replace => dst.iter_mut().zip(c).for_each(|(d, c)| *d = c.to_f32()),
+                    Accum::Add => dst.iter_mut().zip(c).for_each(|(d, c)| *d += c.to_f32()),
+                }
+            });
+        }
     }
 
     /// H[i][j] (any i, j).
@@ -472,5 +616,88 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Σ|aₖ bₖ| of a product's terms: what the rounding of its inputs to bf16 is bounded by.
+    fn bound(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f64 {
+        a.zip(b).map(|(a, b)| (a as f64 * b as f64).abs()).sum()
+    }
+
+    /// Each bf16 product lands within bf16's rounding (8 significant bits of each input and
+    /// of the result: under 1% of Σ|aₖ bₖ|) of the exact product, writes only its window, and
+    /// is not the f32 product (the bf16 route ran).
+    #[test]
+    fn bf16_products_are_the_products_within_bf16_rounding() {
+        let mut s = 5u64;
+        let tol = |b: f64| 0.01 * b + 1e-6;
+        // the forward's product, into a column window
+        let (t, rows, cols) = (37, 11, 300);
+        let x: Vec<f32> = (0..t * cols).map(|_| lcg(&mut s)).collect();
+        let w: Vec<f32> = (0..rows * cols).map(|_| lcg(&mut s)).collect();
+        let stride = rows + 3;
+        let mut out = vec![9f32; t * stride];
+        matmul_nt_in(Products::Bf16, &mut out[2..], stride, &x, &w, cols);
+        let mut f = vec![9f32; t * stride];
+        matmul_nt_in(Products::F32, &mut f[2..], stride, &x, &w, cols);
+        assert_ne!(out, f, "the bf16 route rounds");
+        for ti in 0..t {
+            for r in 0..rows {
+                let (xr, wr) = (&x[ti * cols..(ti + 1) * cols], &w[r * cols..(r + 1) * cols]);
+                let want: f64 = xr.iter().zip(wr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let got = out[2 + ti * stride + r] as f64;
+                let b = bound(xr.iter().copied(), wr.iter().copied());
+                assert!((got - want).abs() <= tol(b), "({ti},{r}): {got} vs {want}");
+            }
+            assert_eq!(out[ti * stride], 9.0, "outside the window untouched");
+        }
+        // the moments, over two updates (the first replaces, the second adds)
+        let n = 600;
+        let x: Vec<f32> = (0..50 * n).map(|_| lcg(&mut s)).collect();
+        let mut m = Moments::with_products(n, Products::Bf16);
+        m.add(&x[..20 * n]);
+        m.add(&x[20 * n..]);
+        let mut mf = Moments::new(n);
+        mf.add(&x);
+        assert_eq!(m.tokens, 50);
+        let mut differ = false;
+        for i in 0..n {
+            for j in 0..=i {
+                let want: f64 = x.chunks(n).map(|r| r[i] as f64 * r[j] as f64).sum();
+                let b = bound(x.chunks(n).map(|r| r[i]), x.chunks(n).map(|r| r[j]));
+                assert!((m.get(i, j) as f64 - want).abs() <= tol(b), "H({i},{j}): {} vs {want}", m.get(i, j));
+                differ |= m.get(i, j) != mf.get(i, j);
+            }
+        }
+        assert!(differ, "the bf16 moments round");
+        let u = m.inverse_factor(0.1).expect("the damped bf16 moments factor");
+        assert!(u.iter().all(|v| v.is_finite()));
+    }
+
+    /// The rounding to bf16 spelled out in bits is `half`'s: to nearest, ties to even,
+    /// overflow to infinity, a NaN still a NaN.
+    #[test]
+    fn bf16_rounding_is_halfs() {
+        let mut s = 7u64;
+        let mut v: Vec<f32> = (0..10_000).map(|_| lcg(&mut s) * 1e3).collect();
+        v.extend([0.0, -0.0, 1.0, -1.5, f32::MAX, f32::MIN, f32::MIN_POSITIVE, 1e-40, f32::INFINITY]);
+        // ties: the 16 bits dropped are exactly half, with the kept bit even and odd
+        v.extend([f32::from_bits(0x3F80_8000), f32::from_bits(0x3F81_8000), f32::from_bits(0xBF80_8000)]);
+        let got = to_bf16(&v);
+        for (x, g) in v.iter().zip(&got) {
+            assert_eq!(g.to_bits(), half::bf16::from_f32(*x).to_bits(), "{x:e}");
+        }
+        assert!(to_bf16(&[f32::NAN, f32::from_bits(0xFFFF_FFFF), f32::from_bits(0x7F80_0001)])
+            .iter()
+            .all(|b| b.is_nan()));
+    }
+
+    #[test]
+    fn products_by_name() {
+        for p in Products::ALL {
+            assert_eq!(Products::parse(p.name()), Some(p));
+        }
+        assert_eq!(Products::parse("auto"), Some(Products::auto()));
+        assert_eq!(Products::auto() == Products::Bf16, native_bf16());
+        assert_eq!(Products::parse("BF16"), None);
     }
 }

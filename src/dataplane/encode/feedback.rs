@@ -36,7 +36,7 @@ use crate::dataplane::gate::text::Text;
 use crate::dataplane::gate::tokenizer::Tokenizer;
 use crate::dataplane::gguf::Gguf;
 use crate::dataplane::imatrix::Imatrix;
-use crate::dataplane::linalg::{self, Moments};
+use crate::dataplane::linalg::{self, Moments, Products};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -194,6 +194,9 @@ pub struct FeedbackOptions {
     /// passes of block coordinate descent over each tensor after its feedback encode
     /// (`--calib-refine`, [`DEFAULT_REFINE`]; `kaiju1::refine_tensor`)
     pub refine: usize,
+    /// how the calibration's forward passes and moments multiply (`--calib-products`;
+    /// [`Products::auto`] by default: bf16 where the CPU has its dot product)
+    pub products: Products,
 }
 
 /// What the telemetry records of it.
@@ -219,6 +222,8 @@ pub struct FeedbackReport {
     pub sink_positions: usize,
     /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
     pub refine: usize,
+    /// how the calibration's large products multiplied (`--calib-products`): `f32` or `bf16`
+    pub products: Products,
     /// matmul inputs whose moments were factored
     pub factored: usize,
     /// wall seconds of the calibration: forward stages, moments, factors (the encoding of the
@@ -278,6 +283,10 @@ pub struct Target<'a> {
 impl<'a> Target<'a> {
     /// The target for the tensors of `rows` rows in all that read `x`, whose f16 inputs
     /// fall short of it by `d` = x° − x.
+    ///
+    /// Its products stay in f32 whatever `--calib-products` says: ΔC in bf16 (each result rounded
+    /// once) reached the shift through H⁻¹, and measured Qwen2.5-Coder-0.5B 2–3% higher in the
+    /// calibration text's domain (docs/BENCHMARKS.md, "The calibration in bf16").
     fn new(x: &'a [f32], d: Vec<f32>, n: usize, rows: usize, beta: f64) -> Target<'a> {
         let t = x.len() / n.max(1);
         // ΔCᵀ once (T n² + rows n²) or W Dᵀ X per tensor (2 T n rows): the cheaper
@@ -369,7 +378,8 @@ impl<'g> Calibration<'g> {
         let all = body.chunks(o.seq, 0).map_err(|e| bad(&e))?;
         let sequences = (chunks * CTX / o.seq).clamp(1, all);
         // weights stay mapped: each matmul decodes them a row chunk at a time
-        let model = Model::load(f16, 0).map_err(|e| bad(&e))?;
+        let mut model = Model::load(f16, 0).map_err(|e| bad(&e))?;
+        model.set_products(o.products);
         // sequences spread evenly over the text, so that a few of them still sample every kind
         // of text it holds (the shipped one is prose, code and Markdown, one after the other)
         let seqs: Vec<Vec<u32>> = (0..sequences).map(|c| body.chunk(c * all / sequences, o.seq)).collect();
@@ -388,6 +398,7 @@ impl<'g> Calibration<'g> {
             correction: if o.inputs == Inputs::Asymmetric { o.correction } else { 0.0 },
             sink_positions: if o.inputs == Inputs::Asymmetric { SINK_POSITIONS } else { 0 },
             refine: o.refine,
+            products: o.products,
             factored: 0,
             seconds: 0.0,
             forward_seconds: 0.0,
@@ -522,7 +533,7 @@ impl<'g> Calibration<'g> {
     ) -> Result<f64, EncodeError> {
         let n = x.len() / self.batch.tokens(self.model.cfg.n_embd).max(1);
         let t0 = Instant::now();
-        let mut m = Moments::new(n);
+        let mut m = Moments::with_products(n, self.opts.products);
         m.add(x);
         let t1 = Instant::now();
         let name = group[0].tensor(li);

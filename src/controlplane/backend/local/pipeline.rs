@@ -289,11 +289,13 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         i => format!(", {} inputs", i.name()),
     };
     let refined = if refine > 0 { format!(", {refine} refinement pass(es)") } else { String::new() };
+    let products = crate::dataplane::linalg::Products::auto();
     let seqs =
         if seq == crate::dataplane::encode::feedback::CTX { String::new() } else { format!(" as sequences of {seq}") };
     cx.line(&format!(
-        "encode: error feedback over {} ({chunks} chunks of 512 tokens{seqs}{aim}{refined})",
-        text.display()
+        "encode: error feedback over {} ({chunks} chunks of 512 tokens{seqs}{aim}{refined}, {} products)",
+        text.display(),
+        products.name()
     ));
     Ok(Some(FeedbackOptions {
         text,
@@ -303,6 +305,7 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         prior: crate::dataplane::encode::feedback::DEFAULT_PRIOR,
         correction,
         refine,
+        products,
     }))
 }
 

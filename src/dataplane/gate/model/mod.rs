@@ -14,7 +14,7 @@ mod hparams;
 mod ops;
 
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
-use crate::dataplane::linalg;
+use crate::dataplane::linalg::{self, Products};
 pub use hparams::{Act, Config, LayerShape, Rope, SUPPORTED};
 use ops::{
     add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rms_norm_unweighted, rope_table, softcap, Attn,
@@ -94,12 +94,13 @@ impl<'a> Weight<'a> {
     }
 
     /// out[t·rows + r] = Σ_c W[r, c] · x[t·cols + c] for T = x.len() / cols tokens: one GEMM
-    /// (`linalg::matmul_nt`) over every token; a weight kept in its file's form is decoded
-    /// a chunk of rows at a time (on every core) and multiplied chunk by chunk.
-    pub fn matmul(&self, x: &[f32], out: &mut [f32]) {
+    /// (`linalg::matmul_nt_in`, multiplied as `p` asks) over every token; a weight kept in its
+    /// file's form is decoded a chunk of rows at a time (on every core) and multiplied chunk by
+    /// chunk.
+    pub fn matmul(&self, p: Products, x: &[f32], out: &mut [f32]) {
         let (rows, cols) = (self.rows, self.cols);
         match &self.repr {
-            Repr::Dense(v) => linalg::matmul_nt(out, rows, x, v, cols, false),
+            Repr::Dense(v) => linalg::matmul_nt_in(p, out, rows, x, v, cols),
             Repr::Raw { ty, bytes, row_bytes } => {
                 // chunks of equal rows, each at most DECODE_CHUNK values: every chunk's product
                 // reads all of x again, and a small last chunk (34 of ffn_down's 896 rows in
@@ -115,7 +116,7 @@ impl<'a> Weight<'a> {
                         let src = &bytes[(r0 + r) * row_bytes..(r0 + r + 1) * row_bytes];
                         dequant::rows_to_f32(*ty, src, cols, dst).expect("rows decode (checked at load)");
                     });
-                    linalg::matmul_nt(&mut out[r0..], rows, x, w, cols, false);
+                    linalg::matmul_nt_in(p, &mut out[r0..], rows, x, w, cols);
                 }
             }
         }
@@ -227,6 +228,9 @@ pub struct Model<'a> {
     rope_freqs: Option<Vec<f32>>,
     layers: Vec<Layer<'a>>,
     pub dense: bool,
+    /// how the matmuls multiply: f32 (as loaded; the gate's forward pass) unless the
+    /// calibration asks for bf16 ([`Model::set_products`])
+    products: Products,
 }
 
 /// Default budget for decoding weights up front (bytes of f32).
@@ -402,7 +406,14 @@ impl<'a> Model<'a> {
             rope_freqs,
             layers,
             dense,
+            products: Products::F32,
         })
+    }
+
+    /// Multiply the matmuls as `p` asks from now on (the calibration's forward passes; the
+    /// gate's stays in f32, the precision its logits are checked against llama.cpp's at).
+    pub fn set_products(&mut self, p: Products) {
+        self.products = p;
     }
 
     /// Logits for every position of `tokens` (T × n_vocab), or only the last when `last_only`.
@@ -453,7 +464,7 @@ impl<'a> Model<'a> {
         let hs: &[f32] = &h[first * d..];
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
         let mut logits = vec![0f32; hs.len() / d * out_w.rows];
-        out_w.matmul(hs, &mut logits);
+        out_w.matmul(self.products, hs, &mut logits);
         if let Some(cap) = c.final_softcap {
             softcap(&mut logits, cap);
         }
@@ -492,7 +503,7 @@ impl<'a> Model<'a> {
             // (proj_norm(model_proj · x / √n_embd) + √npl · its row of the token table) / √2
             let (npl, width) = (c.n_embd_per_layer, c.n_embd_per_layer * c.n_layer);
             let mut p = vec![0f32; x.len() / c.n_embd * width];
-            pe.model_proj.matmul(&x, &mut p);
+            pe.model_proj.matmul(self.products, &x, &mut p);
             let proj_scale = 1.0 / (c.n_embd as f32).sqrt();
             p.iter_mut().for_each(|v| *v *= proj_scale);
             rms_norm_in_place(&mut p, &pe.proj_norm, c.eps);
@@ -540,7 +551,7 @@ impl<'a> Model<'a> {
             }
         };
         let mut q = vec![0f32; t_n * nq];
-        w(Proj::Q).matmul(h, &mut q);
+        w(Proj::Q).matmul(self.products, h, &mut q);
         add_bias(&mut q, layer.bq.as_deref());
         if let Some(wn) = &layer.q_norm {
             rms_norm_in_place(&mut q, wn, c.eps);
@@ -549,10 +560,10 @@ impl<'a> Model<'a> {
         let fresh;
         let kv: &(Vec<f32>, Vec<f32>) = if sh.kv_from == li {
             let mut k = vec![0f32; t_n * nkv];
-            w(Proj::K).matmul(h, &mut k);
+            w(Proj::K).matmul(self.products, h, &mut k);
             let mut v = if layer.w[Proj::V as usize].is_some() {
                 let mut v = vec![0f32; t_n * nkv];
-                w(Proj::V).matmul(h, &mut v);
+                w(Proj::V).matmul(self.products, h, &mut v);
                 v
             } else {
                 k.clone()
@@ -620,8 +631,8 @@ impl<'a> Model<'a> {
         let (t_n, n_ff) = (h.len() / c.n_embd, c.layers[li].n_ff);
         let mut g = vec![0f32; t_n * n_ff];
         let mut u = vec![0f32; t_n * n_ff];
-        w(Proj::Gate).matmul(h, &mut g);
-        w(Proj::Up).matmul(h, &mut u);
+        w(Proj::Gate).matmul(self.products, h, &mut g);
+        w(Proj::Up).matmul(self.products, h, &mut u);
         match c.act {
             Act::Silu => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
             Act::GeluTanh => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_ggml(*a) * b),
@@ -640,7 +651,7 @@ impl<'a> Model<'a> {
         if let (Some(pl), Some(inputs)) = (&layer.per_layer, &b.per_layer) {
             let (npl, width) = (self.cfg.n_embd_per_layer, self.cfg.n_embd_per_layer * self.cfg.n_layer);
             let mut gate = vec![0f32; b.x.len() / self.cfg.n_embd * npl];
-            pl.inp_gate.matmul(&b.x, &mut gate);
+            pl.inp_gate.matmul(self.products, &b.x, &mut gate);
             for (row, inp) in gate.chunks_mut(npl).zip(inputs.chunks(width)) {
                 let own = &inp[li * npl..(li + 1) * npl];
                 row.iter_mut().zip(own).for_each(|(a, e)| *a = ops::gelu_ggml(*a) * e);
@@ -656,7 +667,7 @@ impl<'a> Model<'a> {
     /// added to the hidden states; the projection's output is handed back as a buffer.
     fn add_residual(&self, b: &mut Batch, weight: &Weight, input: &[f32], post_norm: Option<&[f32]>) -> Vec<f32> {
         let mut o = vec![0f32; b.x.len()];
-        weight.matmul(input, &mut o);
+        weight.matmul(self.products, input, &mut o);
         if let Some(wn) = post_norm {
             rms_norm_in_place(&mut o, wn, self.cfg.eps);
         }
