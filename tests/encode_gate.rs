@@ -453,7 +453,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
             prior: encode::feedback::DEFAULT_PRIOR,
             correction: encode::feedback::DEFAULT_CORRECTION,
             refine: encode::feedback::DEFAULT_REFINE,
-            products: Products::auto(),
+            products: Products::DEFAULT,
         }),
     );
     let f = t.feedback.as_ref().expect("a feedback report");
@@ -470,7 +470,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     let tel = std::fs::read_to_string(dir.path().join("fed.telemetry.json")).unwrap();
     assert!(tel.contains("\"feedback\"") && tel.contains("calib.txt") && tel.contains("\"chunks\": 16"), "{tel}");
     assert!(tel.contains(&format!("\"sequence_tokens\": {seq}")), "{tel}");
-    assert!(tel.contains(&format!("\"products\": \"{}\"", Products::auto().name())), "{tel}");
+    assert!(tel.contains(&format!("\"products\": \"{}\"", Products::DEFAULT.name())), "{tel}");
     assert!(tel.contains(&format!("\"sink_positions\": {}", encode::feedback::SINK_POSITIONS)), "{tel}");
     let (a, b) = (Gguf::open(&plain).unwrap(), Gguf::open(&out).unwrap());
     assert_eq!(b.get_str("kaiju.feedback_text"), Some("calib.txt"));

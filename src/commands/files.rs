@@ -21,7 +21,7 @@ pub fn feedback_options(a: &EncodeArgs) -> Option<crate::dataplane::encode::feed
         correction: a.calib_correction,
         refine: a.calib_refine as usize,
         // clap takes only `auto` and Products::ALL's names
-        products: Products::parse(&a.calib_products).unwrap_or_else(Products::auto),
+        products: Products::parse(&a.calib_products).unwrap_or(Products::DEFAULT),
     })
 }
 

@@ -70,6 +70,11 @@ pub enum Products {
 impl Products {
     /// Every choice, by name (`--calib-products` takes these and `auto`).
     pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
+    /// f32: bf16 took a quarter off the feedback's time on Qwen2.5-Coder-0.5B, but the 7B-width
+    /// slice's peak RSS rose from 7.6 to 8.2 GB, over the campaign's 8 GB line, and the
+    /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "The calibration in
+    /// bf16").
+    pub const DEFAULT: Products = Products::F32;
 
     /// bf16 where this CPU multiplies bf16 pairs natively (AVX512_BF16: twice an f32 FMA's
     /// multiply-adds per instruction), else f32: without it gemmkit widens bf16 to f32, which

@@ -195,7 +195,7 @@ pub struct FeedbackOptions {
     /// (`--calib-refine`, [`DEFAULT_REFINE`]; `kaiju1::refine_tensor`)
     pub refine: usize,
     /// how the calibration's forward passes and moments multiply (`--calib-products`;
-    /// [`Products::auto`] by default: bf16 where the CPU has its dot product)
+    /// [`Products::DEFAULT`] unless asked)
     pub products: Products,
 }
 

@@ -289,7 +289,7 @@ fn feedback_options(cx: &mut Ctx) -> Result<Option<crate::dataplane::encode::fee
         i => format!(", {} inputs", i.name()),
     };
     let refined = if refine > 0 { format!(", {refine} refinement pass(es)") } else { String::new() };
-    let products = crate::dataplane::linalg::Products::auto();
+    let products = crate::dataplane::linalg::Products::DEFAULT;
     let seqs =
         if seq == crate::dataplane::encode::feedback::CTX { String::new() } else { format!(" as sequences of {seq}") };
     cx.line(&format!(
