@@ -174,8 +174,8 @@ fn matmul_nt_bf16(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols
 
 /// The most values of the calibration's inputs a bf16 product rounds at once: they go a chunk of
 /// tokens at a time, so that their bf16 copies and results stay tens of MB beside f32 matrices
-/// of gigabytes. (Whole, the 7B-width slice's peak RSS rose from 7.6 to 8.6 GB: glibc keeps the
-/// freed copies resident under the batch jobs' heap policy.)
+/// of gigabytes. (Whole, the 7B-width slice's peak RSS rose from 7.6 to 8.6 GB; chunked, to 8.2:
+/// the batch jobs' heap policy keeps freed memory resident, the likely reason.)
 const BF16_CHUNK: usize = 1 << 23;
 
 /// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
