@@ -125,7 +125,7 @@ pub struct EncodeArgs {
     pub calib_refine: u8,
     /// under --calib-text: how the calibration's forward passes and moments multiply: `f32`
     /// (default), `bf16` (bf16 operands, f32 sums: twice the multiply-adds per instruction on a
-    /// CPU with AVX512_BF16; a quarter less feedback time on Qwen2.5-Coder-0.5B, but 8.2 GB at
+    /// CPU with AVX512_BF16; about a fifth less feedback time on Qwen2.5-Coder-0.5B, but 8.2 GB at
     /// 7B width against 7.6) or `auto` (`bf16` where the CPU has that instruction); the factors,
     /// the asymmetric correction, the codec and the gate always run in f32 (docs/BENCHMARKS.md,
     /// "The calibration in bf16")

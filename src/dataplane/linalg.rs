@@ -70,7 +70,7 @@ pub enum Products {
 impl Products {
     /// Every choice, by name (`--calib-products` takes these and `auto`).
     pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
-    /// f32: bf16 took a quarter off the feedback's time on Qwen2.5-Coder-0.5B, but the 7B-width
+    /// f32: bf16 took about a fifth off the feedback's time on Qwen2.5-Coder-0.5B, but the 7B-width
     /// slice's peak RSS rose from 7.6 to 8.2 GB, over the campaign's 8 GB line, and the
     /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "The calibration in
     /// bf16").
