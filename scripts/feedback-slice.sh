@@ -6,8 +6,8 @@
 # Usage: scripts/feedback-slice.sh   env: CHUNKS (calibration chunks; default: the encoder's), SEQ
 # (calibration sequence length; default: the encoder's), LAYERS (2),
 # ALSO_F16 (also the --calib-inputs f16 run), ALSO_REFINE (also a run with --calib-refine 1),
-# ALSO_PRODUCTS (also a run with --calib-products set to this: f32 or bf16; the main run takes
-# the encoder's default, auto),
+# ALSO_PRODUCTS (also a run with --calib-products set to this: bf16 or auto; the main run takes
+# the encoder's default, f32),
 # KEEP_KNOTS (leave the encoded knots, ~1.2 GB each,
 # in $WORK; the slice itself is kept for the next run either way)
 set -euo pipefail

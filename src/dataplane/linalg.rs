@@ -221,8 +221,8 @@ impl Moments {
     }
 
     /// Moments whose rank-k updates multiply as `products` asks: in bf16, each update's blocks
-    /// are rounded to bf16 once (their sums over the tokens run in f32) and added to the f32
-    /// matrix.
+    /// are summed in f32 over a chunk of tokens, rounded to bf16 once per chunk and added to the
+    /// f32 matrix.
     pub fn with_products(n: usize, products: Products) -> Moments {
         Moments { n, a: vec![0f32; n * n], tokens: 0, products }
     }
@@ -261,8 +261,8 @@ impl Moments {
     }
 
     /// [`Moments::add`] with bf16 products: the same blocks of the lower triangle, each one
-    /// gemmkit product over all `t` tokens, rounded to bf16 once and then replacing or adding to
-    /// the f32 block.
+    /// gemmkit product per chunk of tokens, rounded to bf16 and then replacing (the first chunk
+    /// of a first update) or adding to the f32 block.
     ///
     /// The tokens go `tc` at a time, four times [`BF16_CHUNK`] values from [`Moments::add`] (each
     /// block then rounded once per chunk): the whole input's bf16 copy is 0.3 GB at 7B width.
