@@ -5,10 +5,10 @@
 //! 896 and 4,864 (Qwen2.5-0.5B's hidden and `ffn_down` inputs) over 8,192 tokens (the default
 //! 16 × 512), 18,944 (qwen2.5-7b's `ffn_down` input) over 2,048 tokens (the moments' time
 //! grows with the tokens; its factor, 4.5 TFLOP, is left to `scripts/feedback-slice.sh`).
-//! The matmul and the moments run with each of the calibration's products (`--calib-products`:
-//! f32 on faer, bf16 on gemmkit; bf16 rows are left out where the CPU has no AVX512_BF16, on
-//! which they would measure gemmkit's widening fallback). Median of three runs with the range;
-//! inputs are a fixed pseudo-random stream.
+//! The matmul runs with each of the calibration's products (`--calib-products`: f32 on faer,
+//! bf16 on gemmkit; the bf16 row is left out where the CPU has no AVX512_BF16, on which it would
+//! measure gemmkit's widening fallback); the moments are f32 whatever the products. Median of
+//! three runs with the range; inputs are a fixed pseudo-random stream.
 
 use kaiju::dataplane::linalg::{self, Moments, Products};
 use std::time::Instant;
@@ -66,17 +66,15 @@ fn main() {
         let x = inputs(t * n, 3);
         // the lower triangle by 512-wide block columns: about n² t flops
         let flop = (n * n) as f64 * t as f64;
-        for &p in &products {
-            row(
-                &format!("moments Σ x xᵀ, {n} wide, {t} tokens, {}", p.name()),
-                flop,
-                time(|| {
-                    let mut m = Moments::with_products(n, p);
-                    m.add(&x);
-                    std::hint::black_box(m.get(n - 1, 0));
-                }),
-            );
-        }
+        row(
+            &format!("moments Σ x xᵀ, {n} wide, {t} tokens"),
+            flop,
+            time(|| {
+                let mut m = Moments::new(n);
+                m.add(&x);
+                std::hint::black_box(m.get(n - 1, 0));
+            }),
+        );
         if factor {
             // Cholesky and triangular inverse, n³/3 flops each
             let flop = 2.0 * (n as f64).powi(3) / 3.0;

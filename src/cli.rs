@@ -123,12 +123,12 @@ pub struct EncodeArgs {
     /// docs/BENCHMARKS.md, "Block coordinate descent after the feedback")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64))]
     pub calib_refine: u8,
-    /// under --calib-text: how the calibration's forward passes and moments multiply: `f32`
-    /// (default), `bf16` (bf16 operands, f32 sums: twice the multiply-adds per instruction on a
-    /// CPU with AVX512_BF16; about a fifth less feedback time on Qwen2.5-Coder-0.5B, but 8.2 GB at
-    /// 7B width against 7.6) or `auto` (`bf16` where the CPU has that instruction); the factors,
-    /// the asymmetric correction, the codec and the gate always run in f32 (docs/BENCHMARKS.md,
-    /// "The calibration in bf16")
+    /// under --calib-text: how the calibration's forward passes multiply: `f32` (default), `bf16`
+    /// (bf16 operands, f32 sums: twice the multiply-adds per instruction on a CPU with
+    /// AVX512_BF16; the forward passes took a third less time on Qwen2.5-Coder-0.5B, at f32's KLD)
+    /// or `auto` (`bf16` where the CPU has that instruction); the moments, the factors, the
+    /// asymmetric correction, the codec and the gate always run in f32 (docs/BENCHMARKS.md,
+    /// "The moments stay in f32")
     #[arg(long, default_value = "f32", value_parser = ["auto", "f32", "bf16"], requires = "calib_text")]
     pub calib_products: String,
     /// worker threads (default: all cores)

@@ -8,12 +8,12 @@
 //! (`encode::feedback`'s `DAMP`, a tenth of the mean diagonal) bounds the condition number well
 //! within f32's reach.
 //!
-//! The calibration's largest products (its forward passes and the moments) may instead multiply
-//! in bf16 with f32 accumulation ([`Products::Bf16`]): on a CPU with AVX512_BF16 one
-//! `vdpbf16ps` does twice the multiply-adds of an f32 FMA, and gemmkit has that kernel (faer
-//! has none). The factorizations, the asymmetric correction, every product with the factor U,
-//! the gate's forward pass and attention's small per-head products stay in f32
-//! (docs/ARCHITECTURE.md, the `linalg` row, says why).
+//! The calibration's forward passes may instead multiply in bf16 with f32 accumulation
+//! ([`Products::Bf16`]): on a CPU with AVX512_BF16 one `vdpbf16ps` does twice the multiply-adds
+//! of an f32 FMA, and gemmkit has that kernel (faer has none). The moments, the factorizations,
+//! the asymmetric correction, every product with the factor U, the gate's forward pass and
+//! attention's small per-head products stay in f32 (docs/ARCHITECTURE.md, the `linalg` row,
+//! says why).
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -56,10 +56,12 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
     clean_upper();
 }
 
-/// How the calibration multiplies its large products: in f32 (faer), or with bf16 operands and
-/// f32 accumulation (gemmkit's `vdpbf16ps` kernel), each product's inputs and its output rounded
-/// to bf16 (8 significant bits: a relative error of about 0.2% per value, against the 10–20%
-/// of a 3-bit code; measured in docs/BENCHMARKS.md, "The calibration in bf16").
+/// How the calibration's forward passes multiply: in f32 (faer), or with bf16 operands and f32
+/// accumulation (gemmkit's `vdpbf16ps` kernel), each product's inputs and its output rounded to
+/// bf16 (8 significant bits: a relative error of about 0.2% per value, against the 10–20% of a
+/// 3-bit code). The moments stay f32 either way: rounded to bf16 they made three draws of one
+/// knot land 15% apart in KLD, two with a token at KLD 5.8 and 7.3 (docs/BENCHMARKS.md, "The
+/// moments stay in f32").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Products {
@@ -70,10 +72,9 @@ pub enum Products {
 impl Products {
     /// Every choice, by name (`--calib-products` takes these and `auto`).
     pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
-    /// f32: bf16 took about a fifth off the feedback's time on Qwen2.5-Coder-0.5B, but the 7B-width
-    /// slice's peak RSS rose from 7.6 to 8.2 GB, over the campaign's 8 GB line, and the
+    /// f32: the knots' bytes then do not depend on the CPU that encodes them, and the
     /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "The calibration in
-    /// bf16").
+    /// bf16" and "The moments stay in f32").
     pub const DEFAULT: Products = Products::F32;
 
     /// bf16 where this CPU multiplies bf16 pairs natively (AVX512_BF16: twice an f32 FMA's
@@ -174,8 +175,8 @@ fn matmul_nt_bf16(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols
 
 /// The most values of the calibration's inputs a bf16 product rounds at once: they go a chunk of
 /// tokens at a time, so that their bf16 copies and results stay tens of MB beside f32 matrices
-/// of gigabytes. (Whole, the 7B-width slice's peak RSS rose from 7.6 to 8.6 GB; chunked, to 8.2:
-/// the batch jobs' heap policy keeps freed memory resident, the likely reason.)
+/// of gigabytes. Each token's row is its own dot products: a Qwen2.5-Coder-0.5B knot came out
+/// byte-identical with the forward passes in chunks and whole.
 const BF16_CHUNK: usize = 1 << 23;
 
 /// `out` (t × rows, row-major, `out_stride` apart) = `x` (t × cols) · `w`ᵀ (`w` rows × cols),
@@ -212,19 +213,11 @@ pub struct Moments {
     /// column-major n × n; the lower triangle holds H
     a: Vec<f32>,
     pub tokens: usize,
-    products: Products,
 }
 
 impl Moments {
     pub fn new(n: usize) -> Moments {
-        Moments::with_products(n, Products::F32)
-    }
-
-    /// Moments whose rank-k updates multiply as `products` asks: in bf16, each update's blocks
-    /// are summed in f32 over a chunk of tokens, rounded to bf16 once per chunk and added to the
-    /// f32 matrix.
-    pub fn with_products(n: usize, products: Products) -> Moments {
-        Moments { n, a: vec![0f32; n * n], tokens: 0, products }
+        Moments { n, a: vec![0f32; n * n], tokens: 0 }
     }
 
     /// H += xᵀ x for the rows of `x` (t × n, row-major): the lower triangle by blocks of
@@ -243,10 +236,6 @@ impl Moments {
         // at 4,864 wide; docs/BENCHMARKS.md, "Two costs of the feedback that bought nothing")
         let accum = if self.tokens == 0 { Accum::Replace } else { Accum::Add };
         self.tokens += t;
-        if self.products == Products::Bf16 {
-            let tc = (4 * BF16_CHUNK / n).max(256).min(t);
-            return self.add_bf16(x, t, BS, tc, accum);
-        }
         let xr = MatRef::from_row_major_slice(x, t, n);
         let mut all = MatMut::from_column_major_slice_mut(&mut self.a, n, n);
         for j0 in (0..n).step_by(BS) {
@@ -258,40 +247,6 @@ impl Moments {
             faer::linalg::matmul::matmul(dst, accum, lhs, rhs, 1.0f32, par());
         }
         clean_upper();
-    }
-
-    /// [`Moments::add`] with bf16 products: the same blocks of the lower triangle, each one
-    /// gemmkit product per chunk of tokens, rounded to bf16 and then replacing (the first chunk
-    /// of a first update) or adding to the f32 block.
-    ///
-    /// The tokens go `tc` at a time, four times [`BF16_CHUNK`] values from [`Moments::add`] (each
-    /// block then rounded once per chunk): the whole input's bf16 copy is 0.3 GB at 7B width.
-    fn add_bf16(&mut self, x: &[f32], t: usize, bs: usize, tc: usize, accum: Accum) {
-        use rayon::prelude::*;
-        let n = self.n;
-        let mut c = vec![half::bf16::ZERO; n * bs.min(n)];
-        for t0 in (0..t).step_by(tc) {
-            let k = tc.min(t - t0);
-            let xb = to_bf16(&x[t0 * n..(t0 + k) * n]);
-            let accum = if t0 == 0 { accum } else { Accum::Add };
-            for j0 in (0..n).step_by(bs) {
-                let (bj, m) = (bs.min(n - j0), n - j0);
-                // column-major m × bj: rows j0..n of the columns j0..j0+bj
-                let c = &mut c[..m * bj];
-                gemm_bf16(
-                    gemmkit::MatRef::new(&xb[j0..], m, k, 1, n as isize),
-                    gemmkit::MatRef::new(&xb[j0..], k, bj, n as isize, 1),
-                    gemmkit::MatMut::new(c, m, bj, 1, m as isize),
-                );
-                self.a.par_chunks_mut(n).skip(j0).take(bj).zip(c.par_chunks(m)).for_each(|(col, c)| {
-                    let dst = &mut col[j0..];
-                    match accum {
-                        Accum::Replace => dst.iter_mut().zip(c).for_each(|(d, c)| *d = c.to_f32()),
-                        Accum::Add => dst.iter_mut().zip(c).for_each(|(d, c)| *d += c.to_f32()),
-                    }
-                });
-            }
-        }
     }
 
     /// H[i][j] (any i, j).
@@ -657,7 +612,7 @@ mod tests {
 
     /// Each bf16 product lands within bf16's rounding (8 significant bits of each input and
     /// of the result: under 1% of Σ|aₖ bₖ|) of the exact product, writes only its window, and
-    /// is not the f32 product (the bf16 route ran).
+    /// is not the f32 product (the bf16 route ran), in one chunk of tokens or several.
     #[test]
     fn bf16_products_are_the_products_within_bf16_rounding() {
         let mut s = 5u64;
@@ -682,43 +637,13 @@ mod tests {
             }
             assert_eq!(out[ti * stride], 9.0, "outside the window untouched");
         }
-        // the moments, over two updates (the first replaces, the second adds)
-        let n = 600;
-        let x: Vec<f32> = (0..50 * n).map(|_| lcg(&mut s)).collect();
-        let mut m = Moments::with_products(n, Products::Bf16);
-        m.add(&x[..20 * n]);
-        m.add(&x[20 * n..]);
-        let mut mf = Moments::new(n);
-        mf.add(&x);
-        assert_eq!(m.tokens, 50);
-        let mut differ = false;
-        for i in 0..n {
-            for j in 0..=i {
-                let want: f64 = x.chunks(n).map(|r| r[i] as f64 * r[j] as f64).sum();
-                let b = bound(x.chunks(n).map(|r| r[i]), x.chunks(n).map(|r| r[j]));
-                assert!((m.get(i, j) as f64 - want).abs() <= tol(b), "H({i},{j}): {} vs {want}", m.get(i, j));
-                differ |= m.get(i, j) != mf.get(i, j);
-            }
-        }
-        assert!(differ, "the bf16 moments round");
-        let u = m.inverse_factor(0.1).expect("the damped bf16 moments factor");
-        assert!(u.iter().all(|v| v.is_finite()));
-        // a chunk of tokens at a time, both products: the same bounds, and every chunk counted
-        let n = 40;
-        let mut m = Moments::with_products(n, Products::Bf16);
-        m.add_bf16(&x[..50 * n], 50, 16, 7, Accum::Replace);
+        // a chunk of tokens at a time: the same bounds, and every chunk counted
         let (t, rows, cols) = (50, 6, 40);
+        let x: Vec<f32> = (0..t * cols).map(|_| lcg(&mut s)).collect();
         let w: Vec<f32> = (0..rows * cols).map(|_| lcg(&mut s)).collect();
         let mut out = vec![0f32; t * rows];
-        matmul_nt_bf16(&mut out, rows, &x[..t * cols], &w, cols, 7);
-        for i in 0..n {
-            for j in 0..=i {
-                let want: f64 = x[..50 * n].chunks(n).map(|r| r[i] as f64 * r[j] as f64).sum();
-                let b = bound(x[..50 * n].chunks(n).map(|r| r[i]), x[..50 * n].chunks(n).map(|r| r[j]));
-                assert!((m.get(i, j) as f64 - want).abs() <= tol(b), "chunked H({i},{j})");
-            }
-        }
-        for (ti, xr) in x[..t * cols].chunks(cols).enumerate() {
+        matmul_nt_bf16(&mut out, rows, &x, &w, cols, 7);
+        for (ti, xr) in x.chunks(cols).enumerate() {
             for (r, wr) in w.chunks(cols).enumerate() {
                 let want: f64 = xr.iter().zip(wr).map(|(a, b)| *a as f64 * *b as f64).sum();
                 let b = bound(xr.iter().copied(), wr.iter().copied());

@@ -194,8 +194,8 @@ pub struct FeedbackOptions {
     /// passes of block coordinate descent over each tensor after its feedback encode
     /// (`--calib-refine`, [`DEFAULT_REFINE`]; `kaiju1::refine_tensor`)
     pub refine: usize,
-    /// how the calibration's forward passes and moments multiply (`--calib-products`;
-    /// [`Products::DEFAULT`] unless asked)
+    /// how the calibration's forward passes multiply (`--calib-products`; [`Products::DEFAULT`]
+    /// unless asked); the moments are f32 whatever it says
     pub products: Products,
 }
 
@@ -222,7 +222,7 @@ pub struct FeedbackReport {
     pub sink_positions: usize,
     /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`)
     pub refine: usize,
-    /// how the calibration's large products multiplied (`--calib-products`): `f32` or `bf16`
+    /// how the calibration's forward passes multiplied (`--calib-products`): `f32` or `bf16`
     pub products: Products,
     /// matmul inputs whose moments were factored
     pub factored: usize,
@@ -533,7 +533,7 @@ impl<'g> Calibration<'g> {
     ) -> Result<f64, EncodeError> {
         let n = x.len() / self.batch.tokens(self.model.cfg.n_embd).max(1);
         let t0 = Instant::now();
-        let mut m = Moments::with_products(n, self.opts.products);
+        let mut m = Moments::new(n);
         m.add(x);
         let t1 = Instant::now();
         let name = group[0].tensor(li);
