@@ -187,6 +187,21 @@ pub fn matmul_nt_local(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32],
     clean_upper_here();
 }
 
+/// `out` (rows × m, row-major) = `a` (rows × n, row-major) · `b` (n × m, row-major), on this
+/// thread alone, as [`matmul_nt_local`] (attention's output per head and block of queries).
+pub fn matmul_nn_local(out: &mut [f32], a: &[f32], b: &[f32], n: usize) {
+    let rows = a.len() / n.max(1);
+    let m = b.len() / n.max(1);
+    if rows == 0 || m == 0 {
+        return;
+    }
+    let dst = MatMut::from_row_major_slice_mut(&mut out[..rows * m], rows, m);
+    let lhs = MatRef::from_row_major_slice(a, rows, n);
+    let rhs = MatRef::from_row_major_slice(b, n, m);
+    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, Par::Seq);
+    clean_upper_here();
+}
+
 /// The product both [`matmul_nt`] and [`matmul_nt_local`] take, with their accumulation and
 /// parallelism.
 fn gemm_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize, accum: Accum, par: Par) {
