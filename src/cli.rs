@@ -1,4 +1,8 @@
 //! The command line: clap's definitions of the modes, commands and their options.
+//!
+//! The doc comments below are clap's `--help` text, written for a terminal: `[gate]`, `<root>`
+//! and `KIND[@LAYERS]` are what the user types, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! The edge: each CLI mode as a function over a loaded [`Config`] and [`Campaign`], and the
 //! dispatch from the parsed command line (anyhow only here and in [`crate::exit`]).
 //!
-//! [`campaign`]: the campaign commands and the control room; [`demo`]: the local demo;
+//! [`campaign`](mod@campaign): the campaign commands and the control room; [`demo`]: the local demo;
 //! [`files`]: the encoder, the gate and the file tools.
 
 pub mod campaign;

@@ -37,14 +37,14 @@ pub struct CostConfig {
     /// (measured on the Qwen2.5-Coder-0.5B fixture, docs/BENCHMARKS.md); an encode build adds
     /// its gate's hours to the prior until encode builds have been measured
     pub gate_core_s_per_token_b: f64,
-    /// the model-tokens a gate runs: both models over [gate] ctx × chunks (set from [gate])
+    /// the model-tokens a gate runs: both models over `[gate]` ctx × chunks (set from `[gate]`)
     #[serde(skip)]
     pub gate_model_tokens: f64,
     /// error feedback's cost: core-seconds per calibration token per billion parameters
     /// (its forward pass, moments and factors, measured layer by layer: docs/BENCHMARKS.md);
     /// an encode build adds it to the prior until encode builds have been measured
     pub feedback_core_s_per_token_b: f64,
-    /// the calibration tokens an encode build runs ([feedback] chunks × 512; 0 when off)
+    /// the calibration tokens an encode build runs (`[feedback]` chunks × 512; 0 when off)
     #[serde(skip)]
     pub feedback_tokens: f64,
     /// the campaign's scale search (`search`), which a queue line's `search=` overrides

@@ -264,7 +264,7 @@ impl Moments {
         clean_upper();
     }
 
-    /// H[i][j] (any i, j).
+    /// `H[i][j]` (any i, j).
     pub fn get(&self, i: usize, j: usize) -> f32 {
         let (r, c) = if i >= j { (i, j) } else { (j, i) };
         self.a[c * self.n + r]
@@ -304,7 +304,7 @@ impl Moments {
     }
 }
 
-/// A symmetric n × n matrix stored once: row i's entries from its diagonal on, H[i][i..n], one
+/// A symmetric n × n matrix stored once: row i's entries from its diagonal on, `H[i][i..n]`, one
 /// row after another (n (n + 1) / 2 values, half a full matrix).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackedSym {
@@ -333,7 +333,7 @@ impl PackedSym {
         PackedSym { n, v }
     }
 
-    /// H[i][j], any i, j.
+    /// `H[i][j]`, any i, j.
     pub fn get(&self, i: usize, j: usize) -> f32 {
         let (r, c) = if i <= j { (i, j) } else { (j, i) };
         self.v[self.offset(r) + (c - r)]

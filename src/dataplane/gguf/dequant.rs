@@ -142,7 +142,7 @@ pub fn supported(ty: TypeId) -> bool {
 }
 
 /// Dequantize `src` (a whole tensor whose rows have `ne0` elements) into `dst`, parallel over
-/// slices of it, each converted by [`convert`].
+/// slices of it, each converted by `convert`.
 pub fn to_f32(ty: TypeId, src: &[u8], ne0: usize, dst: &mut [f32]) -> Result<(), DequantError> {
     if let Some(v) = ty.kaiju() {
         return kaiju1::dequantize(src, ne0, dst, v).map_err(|e| kaiju_error(ty, e));

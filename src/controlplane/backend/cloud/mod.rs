@@ -154,8 +154,8 @@ pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
-/// A request that never reached the server, said once and plainly: "cannot reach ENDPOINT:
-/// <the innermost cause>" (the clients' own errors nest the cause in several wrappers, and the
+/// A request that never reached the server, said once and plainly: `cannot reach ENDPOINT:
+/// <the innermost cause>` (the clients' own errors nest the cause in several wrappers, and the
 /// S3 SDK's Debug dump of them is pages long).
 pub fn unreachable(endpoint: &str, e: &(dyn std::error::Error + 'static)) -> String {
     format!("cannot reach {}: {}", endpoint.trim_end_matches('/'), root_cause(e))

@@ -11,8 +11,8 @@
 //! changes contains a zero-sum subset. Candidates whose unrepaired sum already reaches the
 //! best total are pruned (repairs only add). See docs/KAIJU1.md for the tie-breaking rules.
 //!
-//! The module is split by concern: [`decoder`] (the exact weighted nearest-point search),
-//! [`basis`] (an integer basis of Λ24 and the coordinates of a point in it), [`index`] (the
+//! The module is split by concern: `decoder` (the exact weighted nearest-point search),
+//! [`basis`] (an integer basis of Λ24 and the coordinates of a point in it), `index` (the
 //! Voronoi index of a point's class in Λ24/qΛ24 and its canonical representative).
 
 mod basis;

@@ -7,7 +7,7 @@
 //! are decoded once into f32 when the model fits `dense_limit` bytes, otherwise row-chunk by
 //! row-chunk on every matmul (bounded memory).
 //!
-//! [`hparams`] reads the architecture's switches from the metadata; [`ops`] holds the
+//! `hparams` reads the architecture's switches from the metadata; `ops` holds the
 //! per-token operations (norms, RoPE, attention, activations).
 
 mod hparams;

@@ -9,7 +9,7 @@
 //! - `gpt2`: byte-level BPE (each byte a printable char), after the pre-tokenizer that
 //!   `tokenizer.ggml.pre` names ([`pre`]); llama3-style pre-tokenizers take a piece that is a
 //!   whole token as it is (llama.cpp's `ignore_merges`).
-//! - `llama`: SentencePiece ([`spm`]): spaces as `▁`, a space put in front of the text when
+//! - `llama`: SentencePiece (`spm`): spaces as `▁`, a space put in front of the text when
 //!   `tokenizer.ggml.add_space_prefix` says so (the default), byte fallback `<0xXX>`.
 //! - `gemma4`: BPE over raw UTF-8 with spaces as `▁`, split at runs of newlines only (a run
 //!   that is a token taken whole), byte fallback `<0xXX>`.
