@@ -190,16 +190,24 @@ pub fn matmul_nt_local(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32],
 /// `out` (rows × m, row-major) = `a` (rows × n, row-major) · `b` (n × m, row-major), on this
 /// thread alone, as [`matmul_nt_local`] (attention's output per head and block of queries).
 pub fn matmul_nn_local(out: &mut [f32], a: &[f32], b: &[f32], n: usize) {
+    if gemm_nn(out, a, b, n, Par::Seq) {
+        clean_upper_here();
+    }
+}
+
+/// The product both [`matmul_nn`] and [`matmul_nn_local`] take, replacing `out`'s first
+/// rows × m values, with their parallelism; whether there was anything to multiply.
+fn gemm_nn(out: &mut [f32], a: &[f32], b: &[f32], n: usize, par: Par) -> bool {
     let rows = a.len() / n.max(1);
     let m = b.len() / n.max(1);
     if rows == 0 || m == 0 {
-        return;
+        return false;
     }
     let dst = MatMut::from_row_major_slice_mut(&mut out[..rows * m], rows, m);
     let lhs = MatRef::from_row_major_slice(a, rows, n);
     let rhs = MatRef::from_row_major_slice(b, n, m);
-    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, Par::Seq);
-    clean_upper_here();
+    faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par);
+    true
 }
 
 /// The product both [`matmul_nt`] and [`matmul_nt_local`] take, with their accumulation and
@@ -512,13 +520,8 @@ pub fn times_upper_transposed(a: &[f32], u: &[f32], n: usize) -> Vec<f32> {
 
 /// `a` (rows × n, row-major) · `b` (n × m, row-major), into a new rows × m.
 pub fn matmul_nn(a: &[f32], b: &[f32], n: usize, m: usize) -> Vec<f32> {
-    let rows = a.len() / n.max(1);
-    let mut out = vec![0f32; rows * m];
-    if rows > 0 {
-        let dst = MatMut::from_row_major_slice_mut(&mut out, rows, m);
-        let lhs = MatRef::from_row_major_slice(a, rows, n);
-        let rhs = MatRef::from_row_major_slice(b, n, m);
-        faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par());
+    let mut out = vec![0f32; a.len() / n.max(1) * m];
+    if gemm_nn(&mut out, a, &b[..n * m], n, par()) {
         clean_upper();
     }
     out

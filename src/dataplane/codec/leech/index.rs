@@ -114,16 +114,12 @@ fn point_of_wide_bounded(idx: u128, q: u32, bound0: f32) -> Point {
 fn digits_wide(idx: u128, q: u32) -> [i32; N] {
     let q = q as u64;
     let half = q.pow(12) as u128;
-    let (mut lo, mut hi) = ((idx % half) as u64, (idx / half) as u64);
     let mut digits = [0i32; N];
-    let (low, high) = digits.split_at_mut(N / 2);
-    for d in low {
-        *d = (lo % q) as i32;
-        lo /= q;
-    }
-    for d in high {
-        *d = (hi % q) as i32;
-        hi /= q;
+    for (part, mut rest) in digits.chunks_mut(N / 2).zip([(idx % half) as u64, (idx / half) as u64]) {
+        for d in part {
+            *d = (rest % q) as i32;
+            rest /= q;
+        }
     }
     digits
 }

@@ -156,7 +156,8 @@ pub(super) fn attention(q: &[f32], k: &[f32], v: &[f32], a: &Attn, out: &mut [f3
             for r0 in (0..t_n).step_by(QUERY_BLOCK) {
                 let r1 = (r0 + QUERY_BLOCK).min(t_n);
                 // the block's keys: from its first query's first visible key to its last query
-                let (lo, kl) = (first(r0), r1 - first(r0));
+                let lo = first(r0);
+                let kl = r1 - lo;
                 let sc = &mut sc[..(r1 - r0) * kl];
                 matmul_nt_local(sc, kl, &qh[r0 * hd..r1 * hd], &kh[lo * hd..r1 * hd], hd);
                 for (t, row) in (r0..r1).zip(sc.chunks_mut(kl)) {
