@@ -41,6 +41,7 @@ use crate::dataplane::gate::tokenizer::Tokenizer;
 use crate::dataplane::gguf::Gguf;
 use crate::dataplane::imatrix::Imatrix;
 use crate::dataplane::linalg::Moments;
+use rayon::prelude::*;
 use std::time::Instant;
 
 mod factor;
@@ -76,13 +77,13 @@ fn pick<'w>(own: &'w Own, model: &'w Model<'w>, li: usize, p: Proj) -> &'w Weigh
 /// sequences of `seq`), zero at each sequence's first [`SINK_POSITIONS`].
 fn shortfall(mut reference: Vec<f32>, x: &[f32], tokens: usize, seq: usize) -> Vec<f32> {
     let n = x.len() / tokens.max(1);
-    for (t, (r, v)) in reference.chunks_mut(n).zip(x.chunks(n)).enumerate() {
+    reference.par_chunks_mut(n).zip(x.par_chunks(n)).enumerate().with_min_len(16).for_each(|(t, (r, v))| {
         if t % seq.max(1) < SINK_POSITIONS {
             r.fill(0.0);
         } else {
             r.iter_mut().zip(v).for_each(|(r, v)| *r -= v);
         }
-    }
+    });
     reference
 }
 

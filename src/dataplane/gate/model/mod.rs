@@ -597,10 +597,7 @@ impl<'a> Model<'a> {
             window: if sh.swa { c.window } else { None },
         };
         let mut att = vec![0f32; t_n * nq];
-        for s in 0..t_n / len.max(1) {
-            let (qs, ks) = (s * len * nq..(s + 1) * len * nq, s * len * nkv..(s + 1) * len * nkv);
-            attention(&q[qs.clone()], &k[ks.clone()], &v[ks], &how, &mut att[qs]);
-        }
+        attention(&q, k, v, &how, len, &mut att);
         att
     }
 
@@ -652,14 +649,18 @@ impl<'a> Model<'a> {
             let (npl, width) = (self.cfg.n_embd_per_layer, self.cfg.n_embd_per_layer * self.cfg.n_layer);
             let mut gate = vec![0f32; b.x.len() / self.cfg.n_embd * npl];
             pl.inp_gate.matmul(self.products, &b.x, &mut gate);
-            for (row, inp) in gate.chunks_mut(npl).zip(inputs.chunks(width)) {
-                let own = &inp[li * npl..(li + 1) * npl];
-                row.iter_mut().zip(own).for_each(|(a, e)| *a = ops::gelu_ggml(*a) * e);
-            }
+            gate.par_chunks_mut(npl).zip(inputs.par_chunks(width)).with_min_len(ops::MIN_ROWS).for_each(
+                |(row, inp)| {
+                    let own = &inp[li * npl..(li + 1) * npl];
+                    row.iter_mut().zip(own).for_each(|(a, e)| *a = ops::gelu_ggml(*a) * e);
+                },
+            );
             self.add_residual(b, &pl.proj, &gate, Some(&pl.post_norm));
         }
         if let Some(s) = layer.out_scale {
-            b.x.iter_mut().for_each(|v| *v *= s);
+            b.x.par_chunks_mut(self.cfg.n_embd)
+                .with_min_len(ops::MIN_ROWS)
+                .for_each(|r| r.iter_mut().for_each(|v| *v *= s));
         }
     }
 
@@ -671,7 +672,10 @@ impl<'a> Model<'a> {
         if let Some(wn) = post_norm {
             rms_norm_in_place(&mut o, wn, self.cfg.eps);
         }
-        b.x.iter_mut().zip(&o).for_each(|(a, v)| *a += v);
+        let d = self.cfg.n_embd;
+        b.x.par_chunks_mut(d).zip(o.par_chunks(d)).with_min_len(ops::MIN_ROWS).for_each(|(x, o)| {
+            x.iter_mut().zip(o).for_each(|(a, v)| *a += v);
+        });
         o
     }
 }
