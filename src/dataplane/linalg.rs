@@ -405,38 +405,37 @@ fn damp_diagonal(a: &mut [f32], n: usize, damp: f64, prior: Option<(f64, &[f32])
 }
 
 /// U (n × n, row-major upper) with A⁻¹ = Uᵀ U for the damped moments `a` (column-major lower).
-fn factor_damped(mut a: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
+fn factor_damped(a: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
     use rayon::prelude::*;
-    // J H J, lower (column-major): A(i, j) = H(n-1-j, n-1-i), an involution on the lower
-    // triangle, swapped in place
-    anti_transpose_lower(&mut a, n);
+    // two n × n buffers in turn: J H J, lower (column-major): M(i, j) = H(n-1-j, n-1-i)
+    let (mut h, mut m) = (a, vec![0f32; n * n]);
+    anti_transpose_into(&h, &mut m, n);
     let par = par();
     let req = cholesky_in_place_scratch::<f32>(n, par, Default::default());
     let mut mem = MemBuffer::new(req);
     let stack = MemStack::new(&mut mem);
     cholesky_in_place(
-        MatMut::from_column_major_slice_mut(&mut a, n, n),
+        MatMut::from_column_major_slice_mut(&mut m, n, n),
         Default::default(),
         par,
         stack,
         Default::default(),
     )
     .map_err(|e| format!("the damped second moments are not positive definite ({e})"))?;
-    let mut inv = vec![0f32; n * n];
+    // M⁻¹ (lower) in H's place
     faer::linalg::triangular_inverse::invert_lower_triangular(
-        MatMut::from_column_major_slice_mut(&mut inv, n, n),
-        MatRef::from_column_major_slice(&a, n, n),
+        MatMut::from_column_major_slice_mut(&mut h, n, n),
+        MatRef::from_column_major_slice(&m, n, n),
         par,
     );
     clean_upper();
-    drop(a);
-    // U(i, j) = M⁻¹(n-1-i, n-1-j); M⁻¹ is column-major lower, so U row-major is its
-    // anti-transpose (as stored), upper
-    anti_transpose_lower(&mut inv, n);
-    // now inv[j·n + i] (column-major, lower) holds U(n-1-… ): read it out row-major
-    let mut u = inv;
-    // the lower triangle (column-major) of `u` after the reordering is Uᵀ's lower = U's
-    // upper read column-major: a column-major lower matrix is its transpose row-major
+    // U(i, j) = M⁻¹(n-1-i, n-1-j): the anti-transpose of M⁻¹ (column-major lower), in M's
+    // place, is U read column-major, and U is upper: a column-major lower matrix is its
+    // transpose row-major
+    anti_transpose_into(&h, &mut m, n);
+    drop(h);
+    let mut u = m;
+    // row-major, U's lower triangle: zeros (whatever the buffer held there)
     u.par_chunks_mut(n).enumerate().for_each(|(i, row)| row[..i].fill(0.0));
     if u.par_iter().any(|v| !v.is_finite()) {
         return Err("the factor of the damped second moments is not finite".into());
@@ -444,29 +443,27 @@ fn factor_damped(mut a: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
     Ok(u)
 }
 
-/// Tile width of [`anti_transpose_lower`]'s walk: a tile and its partners (64 × 64 f32, 16 KiB
-/// each) stay in the L1 cache.
+/// Tile width of [`anti_transpose_into`]'s walk: a tile of the source and the one it fills
+/// (64 × 64 f32, 16 KiB each) stay in the L1 cache.
 const TILE: usize = 64;
 
-/// In place on the lower triangle of a column-major n × n matrix: A'(i, j) = A(n-1-j, n-1-i).
-/// The map pairs lower entries with lower entries and is its own inverse, so each pair is
-/// swapped once, where its partner lies after it. The walk goes by tiles: a tile's partners
-/// form a tile too, so both stay in cache, where a walk down whole columns reads the partners
-/// a column apart each (a swap is a swap, so the order of the walk changes nothing else).
-fn anti_transpose_lower(a: &mut [f32], n: usize) {
-    for j0 in (0..n).step_by(TILE) {
+/// The lower triangle of `dst` (column-major n × n) from the lower triangle of `src`, mirrored
+/// across the anti-diagonal: dst(i, j) = src(n-1-j, n-1-i) for i ≥ j. Neither upper triangle is
+/// read, and dst's is left as it is. Columns of `dst` by blocks of [`TILE`] in parallel, each
+/// walked by tiles, so that the source's rows, a column apart each, are read a tile at a time.
+fn anti_transpose_into(src: &[f32], dst: &mut [f32], n: usize) {
+    use rayon::prelude::*;
+    dst.par_chunks_mut(n * TILE).enumerate().for_each(|(b, cols)| {
+        let j0 = b * TILE;
         for i0 in (j0..n).step_by(TILE) {
-            for j in j0..(j0 + TILE).min(n) {
+            for (jj, col) in cols.chunks_mut(n).enumerate() {
+                let j = j0 + jj;
                 for i in i0.max(j)..(i0 + TILE).min(n) {
-                    let (pi, pj) = (n - 1 - j, n - 1 - i);
-                    let (p, q) = (j * n + i, pj * n + pi);
-                    if q > p {
-                        a.swap(p, q);
-                    }
+                    col[i] = src[(n - 1 - i) * n + (n - 1 - j)];
                 }
             }
         }
-    }
+    });
 }
 
 /// `w` (rows × n, row-major) columns `c1..n` −= `e` (rows × k, row-major) · U[c0..c0+k, c1..n]
@@ -583,18 +580,19 @@ mod tests {
         }
     }
 
-    /// The tiled walk swaps every lower entry with its mirror across the anti-diagonal, and
-    /// touches nothing above the diagonal, for widths below, at and past a tile's.
+    /// The tiled walk fills every lower entry with its mirror across the anti-diagonal, reads
+    /// no upper entry and writes none, for widths below, at and past a tile's.
     #[test]
     fn the_anti_transpose_is_the_definition() {
         for n in [1, 5, super::TILE, super::TILE + 1, 2 * super::TILE + 3, 300] {
-            let a: Vec<f32> = (0..n * n).map(|k| k as f32).collect();
-            let mut b = a.clone();
-            super::anti_transpose_lower(&mut b, n);
+            // NaN above the diagonal: a read of it would show in the result
+            let src: Vec<f32> = (0..n * n).map(|k| if k % n >= k / n { k as f32 } else { f32::NAN }).collect();
+            let mut dst = vec![-1f32; n * n];
+            super::anti_transpose_into(&src, &mut dst, n);
             for j in 0..n {
                 for i in 0..n {
-                    let want = if i >= j { a[(n - 1 - i) * n + (n - 1 - j)] } else { a[j * n + i] };
-                    assert_eq!(b[j * n + i], want, "n = {n}: ({i}, {j})");
+                    let want = if i >= j { src[(n - 1 - i) * n + (n - 1 - j)] } else { -1.0 };
+                    assert_eq!(dst[j * n + i], want, "n = {n}: ({i}, {j})");
                 }
             }
         }
