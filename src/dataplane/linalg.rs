@@ -19,6 +19,7 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::reborrow::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
 
 fn par() -> Par {
     Par::rayon(0)
@@ -119,7 +120,6 @@ pub fn native_bf16() -> bool {
 /// `v` rounded to bf16 (to nearest, ties to even, as `half::bf16::from_f32` rounds; a NaN stays
 /// a NaN), on every core: the rounding spelled out in bits, which the compiler vectorizes.
 fn to_bf16(v: &[f32]) -> Vec<half::bf16> {
-    use rayon::prelude::*;
     v.par_iter()
         .with_min_len(1 << 14)
         .map(|&x| {
@@ -153,7 +153,6 @@ pub fn matmul_nt_in(p: Products, out: &mut [f32], out_stride: usize, x: &[f32], 
 
 /// [`matmul_nt_in`] in bf16, `tc` tokens at a time.
 fn matmul_nt_bf16(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols: usize, tc: usize) {
-    use rayon::prelude::*;
     let (t, rows) = (x.len() / cols, w.len() / cols);
     let wb = to_bf16(w);
     let mut c = vec![half::bf16::ZERO; tc * rows];
@@ -406,7 +405,6 @@ fn damp_diagonal(a: &mut [f32], n: usize, damp: f64, prior: Option<(f64, &[f32])
 
 /// U (n × n, row-major upper) with A⁻¹ = Uᵀ U for the damped moments `a` (column-major lower).
 fn factor_damped(a: Vec<f32>, n: usize) -> Result<Vec<f32>, String> {
-    use rayon::prelude::*;
     // two n × n buffers in turn: J H J, lower (column-major): M(i, j) = H(n-1-j, n-1-i)
     let (mut h, mut m) = (a, vec![0f32; n * n]);
     anti_transpose_into(&h, &mut m, n);
@@ -452,7 +450,6 @@ const TILE: usize = 64;
 /// read, and dst's is left as it is. Columns of `dst` by blocks of [`TILE`] in parallel, each
 /// walked by tiles, so that the source's rows, a column apart each, are read a tile at a time.
 fn anti_transpose_into(src: &[f32], dst: &mut [f32], n: usize) {
-    use rayon::prelude::*;
     dst.par_chunks_mut(n * TILE).enumerate().for_each(|(b, cols)| {
         let j0 = b * TILE;
         for i0 in (j0..n).step_by(TILE) {

@@ -35,7 +35,7 @@
 //! `factor` what it hands the encoder for each tensor ([`Factor`], [`Target`]).
 
 use super::EncodeError;
-use crate::dataplane::gate::model::{Batch, Model, Proj, Weight};
+use crate::dataplane::gate::model::{Batch, Model, Proj, Weight, MIN_ROWS};
 use crate::dataplane::gate::text::Text;
 use crate::dataplane::gate::tokenizer::Tokenizer;
 use crate::dataplane::gguf::Gguf;
@@ -77,7 +77,7 @@ fn pick<'w>(own: &'w Own, model: &'w Model<'w>, li: usize, p: Proj) -> &'w Weigh
 /// sequences of `seq`), zero at each sequence's first [`SINK_POSITIONS`].
 fn shortfall(mut reference: Vec<f32>, x: &[f32], tokens: usize, seq: usize) -> Vec<f32> {
     let n = x.len() / tokens.max(1);
-    reference.par_chunks_mut(n).zip(x.par_chunks(n)).enumerate().with_min_len(16).for_each(|(t, (r, v))| {
+    reference.par_chunks_mut(n).zip(x.par_chunks(n)).enumerate().with_min_len(MIN_ROWS).for_each(|(t, (r, v))| {
         if t % seq.max(1) < SINK_POSITIONS {
             r.fill(0.0);
         } else {

@@ -16,6 +16,7 @@ mod ops;
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
 use crate::dataplane::linalg::{self, Products};
 pub use hparams::{Act, Config, LayerShape, Rope, SUPPORTED};
+pub(crate) use ops::MIN_ROWS;
 use ops::{
     add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rms_norm_unweighted, rope_table, softcap, Attn,
 };

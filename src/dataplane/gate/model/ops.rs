@@ -4,11 +4,12 @@
 use super::hparams::Rope;
 use rayon::prelude::*;
 
-/// Rows per task of the per-token operations below: each row's arithmetic is the same whatever
-/// thread runs it, so the results do not depend on the threads; the floor keeps a short prompt's
-/// few rows on one thread. Run one thread after another, these operations would hold back a
-/// machine with many cores, whose GEMMs are fast (a 32-vCPU cloud builder).
-pub(super) const MIN_ROWS: usize = 16;
+/// Rows per task of the per-token operations below (and of the calibration's, which run over
+/// the same rows): each row's arithmetic is the same whatever thread runs it, so the results do
+/// not depend on the threads; the floor keeps a short prompt's few rows on one thread. Run one
+/// thread after another, these operations would hold back a machine with many cores, whose
+/// GEMMs are fast (a 32-vCPU cloud builder).
+pub(crate) const MIN_ROWS: usize = 16;
 
 pub(super) fn add_bias(x: &mut [f32], b: Option<&[f32]>) {
     if let Some(b) = b {
@@ -180,14 +181,16 @@ fn attention_group(q: &[f32], k: &[f32], v: &[f32], a: &Attn, len: usize, out: &
         let (s, hh) = (sh / n_head, sh % n_head);
         let kv = (s * a.n_kv + hh / group) * span;
         let (qs, ks, vs) = (&qh[sh * span..(sh + 1) * span], &kh[kv..kv + span], &vh[kv..kv + span]);
-        o.par_chunks_mut(QUERY_BLOCK * hd).enumerate().for_each(|(b, ob)| {
+        // one block's scores at most, reused by the blocks a worker takes in turn
+        let scratch = || vec![0f32; QUERY_BLOCK.min(len) * len];
+        o.par_chunks_mut(QUERY_BLOCK * hd).enumerate().for_each_init(scratch, |sc, (b, ob)| {
             let r0 = b * QUERY_BLOCK;
             let r1 = (r0 + QUERY_BLOCK).min(len);
             // the block's keys: from its first query's first visible key to its last query
             let lo = first(r0);
             let kl = r1 - lo;
-            let mut sc = vec![0f32; (r1 - r0) * kl];
-            matmul_nt_local(&mut sc, kl, &qs[r0 * hd..r1 * hd], &ks[lo * hd..r1 * hd], hd);
+            let sc = &mut sc[..(r1 - r0) * kl];
+            matmul_nt_local(sc, kl, &qs[r0 * hd..r1 * hd], &ks[lo * hd..r1 * hd], hd);
             for (t, row) in (r0..r1).zip(sc.chunks_mut(kl)) {
                 let (f, l) = (first(t) - lo, t - lo);
                 let live = &mut row[f..=l];
@@ -208,7 +211,7 @@ fn attention_group(q: &[f32], k: &[f32], v: &[f32], a: &Attn, len: usize, out: &
                 row[..f].iter_mut().for_each(|x| *x = 0.0);
                 row[l + 1..].iter_mut().for_each(|x| *x = 0.0);
             }
-            matmul_nn_local(ob, &sc, &vs[lo * hd..r1 * hd], kl);
+            matmul_nn_local(ob, sc, &vs[lo * hd..r1 * hd], kl);
         });
     });
     // back to token-major: each token's heads side by side
