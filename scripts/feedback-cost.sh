@@ -6,8 +6,9 @@
 # machine's drift does not always favour one side. Prints a markdown table, one row per pair: the
 # two walls, their ratio, the feedback's phases from its telemetry (the allocation's error sample,
 # the calibration's forward passes / moments / factor, the tensors' encode) and both peak RSS
-# (GNU time). With several THREADS each count runs its own pairs (`--threads`): the feedback's
-# and the plain encode's scaling, for machines with more cores than this one.
+# (GNU time), and the cores each of the feedback's phases kept busy (its telemetry's CPU seconds
+# over its wall seconds). With several THREADS each count runs its own pairs (`--threads`): the
+# feedback's and the plain encode's scaling, for machines with more cores than this one.
 # Usage: scripts/feedback-cost.sh   env: MODEL (qwen05 or smollm2; default qwen05), BPW (default
 # 3.3 for qwen05, 2.6 for smollm2), PAIRS (default 1), THREADS (counts, e.g. "1 2"; default
 # nproc), FLAGS (more flags for the feedback encode, e.g. "--calib-products bf16"), CALIB (the
@@ -42,8 +43,8 @@ encode() {
 }
 read -r -a extra <<<"${FLAGS:-}"
 printf '%s `--bpw %s`, feedback on %s%s (%s cores):\n\n' "$model" "$bpw" "$calib" "${FLAGS:+ with $FLAGS}" "$(nproc)"
-printf '| pair | threads | plain | feedback | × plain | sample | forward / moments / factor | tensors | peak RSS plain / feedback |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| pair | threads | plain | feedback | × plain | sample | forward / moments / factor | tensors | cores busy: sample / forward / moments / factor / tensors | peak RSS plain / feedback |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for t in $threads; do
   for p in $(seq 1 "$pairs"); do
     if [ $((p % 2)) -eq 1 ]; then
@@ -60,10 +61,19 @@ def wall_rss(name):
     return float(secs), int(kb) / 1048576
 (pw, pr), (fw, fr) = wall_rss("plain"), wall_rss("fed")
 tel = json.load(open(f"{work}/fed.json"))
-fb = tel["feedback"]
-print(f"| {label} | {t} | {pw:.1f} s | {fw:.1f} s | {fw / pw:.2f}× | {tel['allocation']['sample_seconds']:.1f} s "
+fb, al, tot = tel["feedback"], tel["allocation"], tel["totals"]
+def busy(cpu, wall):
+    return "?" if cpu is None or wall <= 0 else f"{cpu / wall:.2f}"
+cores = " / ".join(busy(c, w) for c, w in [
+    (al["sample_cpu_seconds"], al["sample_seconds"]),
+    (fb["forward_cpu_seconds"], fb["forward_seconds"]),
+    (fb["moments_cpu_seconds"], fb["moments_seconds"]),
+    (fb["factor_cpu_seconds"], fb["factor_seconds"]),
+    (tot["encode_cpu_seconds"], tot["encode_seconds"]),
+])
+print(f"| {label} | {t} | {pw:.1f} s | {fw:.1f} s | {fw / pw:.2f}× | {al['sample_seconds']:.1f} s "
       f"| {fb['forward_seconds']:.1f} / {fb['moments_seconds']:.1f} / {fb['factor_seconds']:.1f} s "
-      f"| {tel['totals']['encode_seconds']:.1f} s | {pr:.1f} / {fr:.1f} GB |")
+      f"| {tot['encode_seconds']:.1f} s | {cores} | {pr:.1f} / {fr:.1f} GB |")
 PY
   done
 done

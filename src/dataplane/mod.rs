@@ -8,7 +8,9 @@
 //! - [`convert`], [`inspect`]: the local feeder's f16 step and file summaries
 //! - [`linalg`]: GEMM, second moments and their factor (faer) for the forward pass and feedback
 //! - [`heap`]: the allocator's policy for the batch jobs' large buffers
+//! - [`clock`]: wall and process CPU time of a stretch of work, for the telemetry
 
+pub mod clock;
 pub mod codec;
 pub mod convert;
 pub mod encode;

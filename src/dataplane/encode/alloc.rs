@@ -380,7 +380,9 @@ pub struct Report {
     pub lambda: f64,
     /// the calibration the gains come from
     pub gains: &'static str,
+    /// the error sample's wall and CPU seconds (every thread's, as the feedback's phases)
     pub sample_seconds: f64,
+    pub sample_cpu_seconds: f64,
     /// tensors per choice, e.g. {"q4": 120, "q6": 60, "keep": 2}
     pub counts: BTreeMap<String, usize>,
 }

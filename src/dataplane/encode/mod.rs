@@ -7,6 +7,7 @@
 //! forms), [`alloc`] (`--bpw`), `tensor` (one tensor's encode, plain or with feedback),
 //! [`feedback`] (the layer-by-layer calibration), `telemetry` (what is recorded).
 
+use crate::dataplane::clock::{Lap, Stopwatch};
 use crate::dataplane::codec::kaiju1::{self, EncodeOptions, ErrStats};
 use crate::dataplane::gguf::{dequant, Gguf, GgufWriter, TensorInfo, TensorPlan, TypeId, Value};
 use crate::dataplane::imatrix::Imatrix;
@@ -14,7 +15,6 @@ use crate::dataplane::progress::Progress;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 pub mod alloc;
 pub mod feedback;
@@ -89,7 +89,8 @@ struct Written {
     encoded: Vec<TensorTelemetry>,
     copied: Vec<String>,
     total: ErrStats,
-    enc_secs: f64,
+    /// the tensors' encode (not the calibration's own time), on both clocks
+    enc: Lap,
 }
 
 /// The metadata keys of the inputs' hashes, in the order they are written.
@@ -159,7 +160,7 @@ fn resolve(
     if !(budget.is_finite() && budget > 0.0) {
         return Err(alloc::AllocError::Invalid(budget).into());
     }
-    let t0 = Instant::now();
+    let sw = Stopwatch::start();
     let n_layers = block_count(base);
     let gains = alloc::gains_for(base.architecture().unwrap_or(""));
     let (mut items, mut fixed_bits) = (Vec::new(), 0u64);
@@ -201,13 +202,15 @@ fn resolve(
         let errs = it.opts.iter().map(|o| (o.choice.label(), o.err)).collect();
         r.sampled.insert(it.name.clone(), (it.gain, errs));
     }
+    let sample = sw.lap();
     r.report = Some(alloc::Report {
         budget_bpw: budget,
         bpw: a.bits as f64 / weights.max(1) as f64,
         predicted_damage: a.predicted,
         lambda: a.lambda,
         gains: gains.source,
-        sample_seconds: t0.elapsed().as_secs_f64(),
+        sample_seconds: sample.wall,
+        sample_cpu_seconds: sample.cpu,
         counts,
     });
     Ok(r)
@@ -274,7 +277,7 @@ fn write_tensors(
     let mut encoded = Vec::new();
     let mut copied = Vec::new();
     let mut total = ErrStats::default();
-    let mut enc_secs = 0f64;
+    let mut enc = Lap::default();
     let mut ready = tensor::Ready::new();
     for bt in &base.tensors {
         let Some(choice) = choice_of(&bt.name) else {
@@ -283,9 +286,9 @@ fn write_tensors(
             continue;
         };
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
-        let t1 = Instant::now();
+        let sw = Stopwatch::start();
         let fed_layer = calib.as_ref().and_then(|c| c.covers(&bt.name)).map(|(l, _)| l);
-        let (st, secs) = match (calib.as_deref_mut(), fed_layer) {
+        let (st, lap) = match (calib.as_deref_mut(), fed_layer) {
             (Some(c), Some(l)) => {
                 // layer by layer: every matmul of the layers up to this one's is encoded with
                 // feedback and held until the writer reaches it
@@ -294,9 +297,9 @@ fn write_tensors(
                         tensor::encode_fed(job, f16, im, base, &resolved.choices, name, f, &mut ready, &mut prog)
                     })?;
                 }
-                let (bytes, st, secs) = ready.remove(&bt.name).expect("encoded with its layer");
+                let (bytes, st, lap) = ready.remove(&bt.name).expect("encoded with its layer");
                 w.write_tensor(&bt.name, &bytes)?;
-                (st, secs)
+                (st, lap)
             }
             _ => {
                 let st = match choice {
@@ -309,10 +312,10 @@ fn write_tensors(
                         alloc::kept_error(f16, ft, im, base, bt)?
                     }
                 };
-                (st, t1.elapsed().as_secs_f64())
+                (st, sw.lap())
             }
         };
-        enc_secs += secs;
+        enc += lap;
         total.add(&st);
         let sampled = resolved.sampled.get(&bt.name);
         encoded.push(TensorTelemetry {
@@ -330,15 +333,15 @@ fn write_tensors(
             rel_mse: st.rel_mse(),
             sqnr_db: st.sqnr_db(),
             weighted_sqnr_db: st.weighted_sqnr_db(),
-            seconds: secs,
+            seconds: lap.wall,
         });
     }
-    Ok(Written { w, meta, enc_weights, bpw, encoded, copied, total, enc_secs })
+    Ok(Written { w, meta, enc_weights, bpw, encoded, copied, total, enc })
 }
 
 /// Run the encode job.
 pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
-    let t0 = Instant::now();
+    let sw = Stopwatch::start();
     inputs::check_outputs(job)?;
     let f16 = Gguf::open(&job.f16)?;
     let im = Imatrix::load(&job.imatrix)?;
@@ -361,7 +364,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         }
         (written, hashing.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
     });
-    let Written { mut w, mut meta, enc_weights, bpw, encoded, copied, total, enc_secs } = written?;
+    let Written { mut w, mut meta, enc_weights, bpw, encoded, copied, total, enc } = written?;
     let sources = sources?;
     let hashes = [&sources.f16_sha256, &sources.imatrix_sha256, &sources.base_sha256];
     for (k, v) in meta.iter_mut() {
@@ -372,6 +375,7 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
     w.rewrite_metadata(&meta)?;
     w.finish()?;
     let out_bytes = std::fs::metadata(&job.out).map(|m| m.len()).unwrap_or(0);
+    let whole = sw.lap();
     let threads = rayon::current_num_threads();
     let tel = Telemetry {
         kaiju_version: kaiju1::VERSION,
@@ -392,10 +396,12 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
             rel_mse: total.rel_mse(),
             sqnr_db: total.sqnr_db(),
             weighted_sqnr_db: total.weighted_sqnr_db(),
-            encode_seconds: enc_secs,
-            wall_seconds: t0.elapsed().as_secs_f64(),
-            weights_per_second: enc_weights as f64 / enc_secs.max(1e-9),
-            weights_per_core_second: enc_weights as f64 / enc_secs.max(1e-9) / threads as f64,
+            encode_seconds: enc.wall,
+            wall_seconds: whole.wall,
+            encode_cpu_seconds: enc.cpu,
+            cpu_seconds: whole.cpu,
+            weights_per_second: enc_weights as f64 / enc.wall.max(1e-9),
+            weights_per_core_second: enc_weights as f64 / enc.wall.max(1e-9) / threads as f64,
             out_bytes,
         },
         encoded,

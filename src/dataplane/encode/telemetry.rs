@@ -64,6 +64,11 @@ pub struct Totals {
     pub weighted_sqnr_db: f64,
     pub encode_seconds: f64,
     pub wall_seconds: f64,
+    /// CPU seconds of the same two (every thread's, user and system, the input-hashing
+    /// thread's beside the encode included; null where the system has no process CPU clock):
+    /// over the wall seconds, the cores the encode kept busy
+    pub encode_cpu_seconds: f64,
+    pub cpu_seconds: f64,
     pub weights_per_second: f64,
     pub weights_per_core_second: f64,
     pub out_bytes: u64,

@@ -4,6 +4,7 @@
 
 use super::plan::Choice;
 use super::{alloc, feedback, EncodeError, EncodeJob};
+use crate::dataplane::clock::{Lap, Stopwatch};
 use crate::dataplane::codec::kaiju1::{self, EncodeOptions, ErrStats};
 use crate::dataplane::gguf::{dequant, Gguf, GgufWriter, TensorInfo};
 use crate::dataplane::imatrix::Imatrix;
@@ -11,11 +12,10 @@ use crate::dataplane::linalg;
 use crate::dataplane::progress::Progress;
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::time::Instant;
 
 /// Tensors encoded with feedback ahead of the writer, by name: their bytes, statistics and
-/// seconds.
-pub(super) type Ready = HashMap<String, (Vec<u8>, ErrStats, f64)>;
+/// time.
+pub(super) type Ready = HashMap<String, (Vec<u8>, ErrStats, Lap)>;
 
 /// Floor of a column's importance, as a fraction of the row mean.
 pub const IMPORTANCE_FLOOR: f64 = 0.01;
@@ -101,7 +101,7 @@ pub(super) fn encode_fed(
         return Ok(feedback::Encoded::Untouched);
     };
     let (u, n) = (f.u, f.n);
-    let t0 = Instant::now();
+    let sw = Stopwatch::start();
     let ft = f16.tensor(name).expect("checked by plan_encode");
     let bt = base.tensor(name).expect("selected from the base knot");
     let (ne0, rows) = (ft.ne0() as usize, ft.n_rows() as usize);
@@ -148,7 +148,7 @@ pub(super) fn encode_fed(
         }
     };
     prog.advance(bt.n_elements(), name);
-    ready.insert(name.to_string(), (bytes, st, t0.elapsed().as_secs_f64()));
+    ready.insert(name.to_string(), (bytes, st, sw.lap()));
     Ok(feedback::Encoded::Reconstruction(back))
 }
 

@@ -35,6 +35,7 @@
 //! `factor` what it hands the encoder for each tensor ([`Factor`], [`Target`]).
 
 use super::EncodeError;
+use crate::dataplane::clock::{Lap, Stopwatch};
 use crate::dataplane::gate::model::{Batch, Model, Proj, Weight, MIN_ROWS};
 use crate::dataplane::gate::text::Text;
 use crate::dataplane::gate::tokenizer::Tokenizer;
@@ -42,7 +43,6 @@ use crate::dataplane::gguf::Gguf;
 use crate::dataplane::imatrix::Imatrix;
 use crate::dataplane::linalg::Moments;
 use rayon::prelude::*;
-use std::time::Instant;
 
 mod factor;
 mod options;
@@ -98,6 +98,16 @@ pub struct Calibration<'g> {
     next: usize,
     opts: FeedbackOptions,
     report: FeedbackReport,
+    laps: Laps,
+}
+
+/// The calibration's own time (its layers less the tensors' encode), and the moments' and the
+/// factors' part of it, on both clocks.
+#[derive(Debug, Clone, Copy, Default)]
+struct Laps {
+    all: Lap,
+    moments: Lap,
+    factor: Lap,
 }
 
 impl<'g> Calibration<'g> {
@@ -146,9 +156,22 @@ impl<'g> Calibration<'g> {
             forward_seconds: 0.0,
             moments_seconds: 0.0,
             factor_seconds: 0.0,
+            cpu_seconds: 0.0,
+            forward_cpu_seconds: 0.0,
+            moments_cpu_seconds: 0.0,
+            factor_cpu_seconds: 0.0,
         };
         let reference = (o.inputs == Inputs::Asymmetric).then(|| batch.clone());
-        Ok(Calibration { model, prior: None, batch, reference, next: 0, opts: o.clone(), report })
+        Ok(Calibration {
+            model,
+            prior: None,
+            batch,
+            reference,
+            next: 0,
+            opts: o.clone(),
+            report,
+            laps: Laps::default(),
+        })
     }
 
     /// Damp each input's moments towards the imatrix's per-column mean squares for it, with
@@ -177,8 +200,8 @@ impl<'g> Calibration<'g> {
     /// what `encode` handed back (or the f16's tensors).
     pub fn run_layer(&mut self, encode: &mut EncodeFn<'_>) -> Result<(), EncodeError> {
         let li = self.next;
-        let t_layer = Instant::now();
-        let mut enc_secs = 0f64;
+        let sw = Stopwatch::start();
+        let mut enc = Lap::default();
         let mut own: Own = Default::default();
         // the f16's own stream (under Inputs::Asymmetric) runs each stage before the knot's input
         // to it is encoded against, so that only the shortfall x° − x is held while a group encodes
@@ -195,7 +218,7 @@ impl<'g> Calibration<'g> {
             }
             None => (None, None),
         };
-        enc_secs += self.group(li, Proj::BY_INPUT[0], &h, d, encode, &mut own)?;
+        enc += self.group(li, Proj::BY_INPUT[0], &h, d, encode, &mut own)?;
         let att = {
             let pick = |p| pick(&own, &self.model, li, p);
             self.model.layer_attention(li, &h, &mut self.batch, &pick)
@@ -209,7 +232,7 @@ impl<'g> Calibration<'g> {
             }
             _ => (None, None),
         };
-        enc_secs += self.group(li, Proj::BY_INPUT[1], &att, d, encode, &mut own)?;
+        enc += self.group(li, Proj::BY_INPUT[1], &att, d, encode, &mut own)?;
         let h = {
             let pick = |p| pick(&own, &self.model, li, p);
             self.model.layer_attn_out(li, &mut self.batch, &att, &pick)
@@ -223,7 +246,7 @@ impl<'g> Calibration<'g> {
             }
             None => (None, None),
         };
-        enc_secs += self.group(li, Proj::BY_INPUT[2], &h, d, encode, &mut own)?;
+        enc += self.group(li, Proj::BY_INPUT[2], &h, d, encode, &mut own)?;
         let g = {
             let pick = |p| pick(&own, &self.model, li, p);
             self.model.layer_ffn_act(li, &h, &pick)
@@ -241,7 +264,7 @@ impl<'g> Calibration<'g> {
             }
             _ => None,
         };
-        enc_secs += self.group(li, Proj::BY_INPUT[3], &g, d, encode, &mut own)?;
+        enc += self.group(li, Proj::BY_INPUT[3], &g, d, encode, &mut own)?;
         if !last {
             let pick = |p| pick(&own, &self.model, li, p);
             self.model.layer_ffn_out(li, &mut self.batch, &g, &pick);
@@ -255,15 +278,13 @@ impl<'g> Calibration<'g> {
                 msg: format!("{what} layer {li} are not finite"),
             });
         }
-        let r = &mut self.report;
-        r.seconds += t_layer.elapsed().as_secs_f64() - enc_secs;
-        r.forward_seconds = r.seconds - r.moments_seconds - r.factor_seconds;
+        self.laps.all += sw.lap() - enc;
         self.next += 1;
         Ok(())
     }
 
     /// One input `x` of layer `li`: its moments, their factor, and `encode` for each matmul of
-    /// `group` that reads it; returns the seconds `encode` took.
+    /// `group` that reads it; returns the time `encode` took.
     fn group(
         &mut self,
         li: usize,
@@ -272,12 +293,12 @@ impl<'g> Calibration<'g> {
         shortfall: Option<Vec<f32>>,
         encode: &mut EncodeFn<'_>,
         own: &mut Own,
-    ) -> Result<f64, EncodeError> {
+    ) -> Result<Lap, EncodeError> {
         let n = x.len() / self.batch.tokens(self.model.cfg.n_embd).max(1);
-        let t0 = Instant::now();
+        let sw = Stopwatch::start();
         let mut m = Moments::new(n);
         m.add(x);
-        let t1 = Instant::now();
+        let moments = sw.lap();
         let name = group[0].tensor(li);
         let p = self.prior.and_then(|im| im.for_tensor(&name, n)).filter(|e| e.n_mat == 1);
         if p.is_some() && self.opts.prior > 0.0 {
@@ -298,10 +319,10 @@ impl<'g> Calibration<'g> {
         };
         let rows: usize = group.iter().filter_map(|&p| self.model.weight(li, p)).map(|w| w.rows).sum();
         let target = shortfall.map(|d| Target::new(x, d, n, rows, self.opts.correction));
-        self.report.moments_seconds += (t1 - t0).as_secs_f64();
-        self.report.factor_seconds += t1.elapsed().as_secs_f64();
+        self.laps.moments += moments;
+        self.laps.factor += sw.lap() - moments;
         self.report.factored += 1;
-        let te = Instant::now();
+        let sw = Stopwatch::start();
         // a layer reading another's K/V has no K or V of its own
         for (p, (rows, cols)) in
             group.iter().filter_map(|&p| Some((p, self.model.weight(li, p).map(|w| (w.rows, w.cols))?)))
@@ -314,12 +335,24 @@ impl<'g> Calibration<'g> {
                 own[p as usize] = Some(Weight::dense(rows, cols, v));
             }
         }
-        Ok(te.elapsed().as_secs_f64())
+        Ok(sw.lap())
     }
 
     /// What the telemetry records.
     pub fn report(&self) -> FeedbackReport {
-        self.report.clone()
+        let Laps { all, moments, factor } = self.laps;
+        let forward = all - moments - factor;
+        FeedbackReport {
+            seconds: all.wall,
+            forward_seconds: forward.wall,
+            moments_seconds: moments.wall,
+            factor_seconds: factor.wall,
+            cpu_seconds: all.cpu,
+            forward_cpu_seconds: forward.cpu,
+            moments_cpu_seconds: moments.cpu,
+            factor_cpu_seconds: factor.cpu,
+            ..self.report.clone()
+        }
     }
 }
 

@@ -198,6 +198,12 @@ pub struct FeedbackReport {
     pub forward_seconds: f64,
     pub moments_seconds: f64,
     pub factor_seconds: f64,
+    /// CPU seconds of the same phases (every thread's, user and system; null where the system
+    /// has no process CPU clock): over the wall seconds, the cores each phase kept busy
+    pub cpu_seconds: f64,
+    pub forward_cpu_seconds: f64,
+    pub moments_cpu_seconds: f64,
+    pub factor_cpu_seconds: f64,
 }
 
 #[cfg(test)]
