@@ -11,6 +11,7 @@ pub mod quality;
 pub mod text;
 pub mod tokenizer;
 
+use crate::dataplane::clock::Stopwatch;
 use crate::dataplane::gguf::Gguf;
 pub use argmax::{mint, top_k, CaseOutcome, Minted, Verdict};
 use model::Model;
@@ -92,6 +93,8 @@ pub struct GateOutcome {
     pub inconclusive: usize,
     pub load_seconds: f64,
     pub forward_seconds: f64,
+    /// the load's CPU seconds, every thread's (the distributional check's are in `quality`)
+    pub load_cpu_seconds: f64,
     pub ppl: Option<Perplexity>,
     pub ppl_max: Option<f64>,
     pub ppl_pass: Option<bool>,
@@ -306,7 +309,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             )));
         }
     }
-    let t0 = Instant::now();
+    let sw = Stopwatch::start();
     let g = Gguf::open(&job.knot)?;
     let mut ref_kind = quality::RefKind::F16;
     let reference = match distribution {
@@ -334,7 +337,8 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     let m = Model::load(&g, limit)?;
     argmax::check_cases(&job.qspec, q.all_cases().iter().chain(&job.extra_cases), m.cfg.n_vocab, context_length(&g))?;
     let rm = reference.as_ref().map(|rg| Model::load(rg, limit)).transpose()?;
-    let load_seconds = t0.elapsed().as_secs_f64();
+    let load = sw.lap();
+    let load_seconds = load.wall;
     let t1 = Instant::now();
     let mut cases = Vec::new();
     for c in q.all_cases().iter().chain(&job.extra_cases) {
@@ -405,6 +409,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         cases,
         load_seconds,
         forward_seconds,
+        load_cpu_seconds: load.cpu,
         ppl,
         ppl_max: job.ppl_max,
         ppl_pass,

@@ -8,10 +8,10 @@
 use super::model::Model;
 use super::text::{first_scored, Text};
 use super::GateError;
+use crate::dataplane::clock::Stopwatch;
 use crate::dataplane::gguf::Gguf;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// The figures of a knot against its reference (f16) over a text.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,6 +36,10 @@ pub struct Quality {
     pub ppl_knot: f64,
     pub ppl_ratio: f64,
     pub seconds: f64,
+    /// the same stretch's CPU seconds, every thread's (`clock`): over `seconds`, the cores the
+    /// check kept busy; absent from gate logs written before it was recorded
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// scored tokens' positions run through both models, per second (ctx·chunks·2 / seconds)
     pub model_tokens_per_s: f64,
 }
@@ -224,7 +228,7 @@ pub fn compare(
     max_chunks: usize,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Quality, GateError> {
-    let t0 = Instant::now();
+    let sw = Stopwatch::start();
     let chunks = text.chunks(ctx, max_chunks)?;
     let first = first_scored(ctx);
     let v = knot.cfg.n_vocab;
@@ -250,7 +254,8 @@ pub fn compare(
     let kld_median =
         if kl.len().is_multiple_of(2) { 0.5 * (kl[kl.len() / 2 - 1] + kl[kl.len() / 2]) } else { kl[kl.len() / 2] };
     let (nr, nk) = (mean(&|s| s.nll_ref), mean(&|s| s.nll_knot));
-    let seconds = t0.elapsed().as_secs_f64();
+    let lap = sw.lap();
+    let seconds = lap.wall;
     Ok(Quality {
         reference: String::new(),
         reference_kind: f16_label(),
@@ -268,6 +273,7 @@ pub fn compare(
         ppl_knot: nk.exp(),
         ppl_ratio: (nk - nr).exp(),
         seconds,
+        cpu_seconds: lap.cpu.is_finite().then_some(lap.cpu),
         model_tokens_per_s: (2 * chunks * ctx) as f64 / seconds.max(1e-9),
     })
 }
@@ -293,6 +299,7 @@ impl Quality {
             ppl_knot: 15.9,
             ppl_ratio: 1.0931,
             seconds: 10.0,
+            cpu_seconds: Some(19.0),
             model_tokens_per_s: 800.0,
         }
     }
@@ -343,6 +350,19 @@ mod tests {
         assert_eq!(s.nll_ref, s.nll_knot);
     }
 
+    /// A gate log written before the check's CPU seconds were recorded still gives its figures
+    /// to the zoo, without them.
+    #[test]
+    fn figures_without_cpu_seconds_still_read() {
+        let q = Quality::example();
+        let mut v = serde_json::to_value(&q).unwrap();
+        assert!(v.as_object_mut().unwrap().remove("cpu_seconds").is_some(), "written when known");
+        let old: Quality = serde_json::from_value(v).unwrap();
+        assert_eq!(old, Quality { cpu_seconds: None, ..q });
+        let none = serde_json::to_value(&old).unwrap();
+        assert!(none.get("cpu_seconds").is_none(), "not written when unknown: {none}");
+    }
+
     #[test]
     fn kld_is_the_textbook_sum() {
         // p = softmax([0, ln 3]) = (1/4, 3/4); q = softmax([0, 0]) = (1/2, 1/2)
@@ -378,6 +398,7 @@ mod tests {
             ppl_knot: 10.0 * ratio,
             ppl_ratio: ratio,
             seconds: 1.0,
+            cpu_seconds: None,
             model_tokens_per_s: 1.0,
         }
     }
