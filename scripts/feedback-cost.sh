@@ -48,11 +48,10 @@ printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for t in $threads; do
   for p in $(seq 1 "$pairs"); do
     if [ $((p % 2)) -eq 1 ]; then
-      encode plain "$t"; encode fed "$t" --calib-text "$calib" "${extra[@]}"
+      order="plain first"; encode plain "$t"; encode fed "$t" --calib-text "$calib" "${extra[@]}"
     else
-      encode fed "$t" --calib-text "$calib" "${extra[@]}"; encode plain "$t"
+      order="feedback first"; encode fed "$t" --calib-text "$calib" "${extra[@]}"; encode plain "$t"
     fi
-    order=$([ $((p % 2)) -eq 1 ] && echo "plain first" || echo "feedback first")
     python3 - "$work" "$t" "pair $p, $order" <<'PY'
 import json, sys
 work, t, label = sys.argv[1:]

@@ -465,9 +465,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
     assert_eq!(f.sink_positions, encode::feedback::SINK_POSITIONS, "the telemetry says what the correction left out");
     assert_eq!(f.factored, 30 * 4, "q/k/v, attn_output, gate/up, down: four inputs per layer");
     assert!(f.seconds > 0.0 && f.forward_seconds > 0.0 && f.factor_seconds > 0.0);
-    // the CPU clock beside each wall clock: every phase used some, and none more than every core
-    // could give in its wall time (other tests share this process, so no tighter bound holds)
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    // the CPU clock beside each wall clock
     let sample = t.allocation.as_ref().expect("an allocation under --bpw");
     for (what, cpu, wall) in [
         ("sample", sample.sample_cpu_seconds, sample.sample_seconds),
@@ -478,7 +476,7 @@ fn error_feedback_changes_the_points_not_the_format_and_lowers_the_error() {
         ("tensors", t.totals.encode_cpu_seconds, t.totals.encode_seconds),
         ("whole", t.totals.cpu_seconds, t.totals.wall_seconds),
     ] {
-        assert!(cpu > 0.0 && cpu <= wall * cores * 1.05 + 0.1, "{what}: {cpu} CPU-s in {wall} s on {cores} cores");
+        common::assert_cpu_within_cores(what, cpu, wall);
     }
     // every input has the imatrix's mean squares to be damped towards
     assert_eq!((f.prior, f.prior_inputs), (encode::feedback::DEFAULT_PRIOR, f.factored));

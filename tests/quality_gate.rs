@@ -52,11 +52,8 @@ fn the_f16_against_itself_is_exactly_equal() {
     assert_eq!((q.ctx, q.chunks, q.tokens_scored), (128, 2, 2 * 63));
     assert!(out.passed());
     assert_eq!(q.reference_kind, "the knot's own weights", "a self-check says so");
-    // the check's CPU seconds beside its wall seconds: some, and no more than every core could
-    // give (other tests share this process)
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let cpu = q.cpu_seconds.expect("the process CPU clock");
-    assert!(cpu > 0.0 && cpu <= q.seconds * cores * 1.05 + 0.1, "{cpu} CPU-s in {} s", q.seconds);
+    // the check's CPU seconds beside its wall seconds
+    common::assert_cpu_within_cores("distributional check", q.cpu_seconds.expect("the process CPU clock"), q.seconds);
     assert!(out.load_cpu_seconds > 0.0, "{}", out.load_cpu_seconds);
     let log = std::fs::read_to_string(dir.path().join("gate.log")).unwrap();
     assert!(log.contains("top-1 agreement: 100.00%") && log.contains("figures: {"), "{log}");

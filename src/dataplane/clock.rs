@@ -49,16 +49,22 @@ impl std::ops::Sub for Lap {
 /// where the clock cannot be read.
 pub fn process_cpu_seconds() -> f64 {
     #[cfg(unix)]
-    {
-        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec through the pointer it is given, which
-        // points at one
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-        if rc == 0 {
-            return t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9;
-        }
+    return clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
+    #[cfg(not(unix))]
+    return f64::NAN;
+}
+
+/// One of the system's clocks, in seconds; NaN where it cannot be read.
+#[cfg(unix)]
+fn clock_seconds(clock: libc::clockid_t) -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through the pointer it is given, which points
+    // at one
+    if unsafe { libc::clock_gettime(clock, &mut t) } == 0 {
+        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+    } else {
+        f64::NAN
     }
-    f64::NAN
 }
 
 #[cfg(all(test, unix))]
@@ -68,10 +74,9 @@ mod tests {
 
     /// The CPU time of the calling thread alone.
     fn thread_cpu_seconds() -> f64 {
-        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: as in process_cpu_seconds
-        assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) }, 0);
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+        let s = clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
+        assert!(s.is_finite(), "no thread CPU clock");
+        s
     }
 
     /// The process clock counts every thread's work: over a stretch in which rayon's threads

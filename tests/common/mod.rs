@@ -7,6 +7,14 @@ pub mod cloud;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// A phase's CPU seconds beside its wall seconds: some, and no more than every core of the
+/// machine could give in that wall time (other tests share the process, so no tighter bound
+/// holds).
+pub fn assert_cpu_within_cores(what: &str, cpu: f64, wall: f64) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(cpu > 0.0 && cpu <= wall * cores * 1.05 + 0.1, "{what}: {cpu} CPU-s in {wall} s on {cores} cores");
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -286,7 +286,6 @@ fn write_tensors(
             continue;
         };
         let ft = f16.tensor(&bt.name).expect("checked by plan_encode");
-        let sw = Stopwatch::start();
         let fed_layer = calib.as_ref().and_then(|c| c.covers(&bt.name)).map(|(l, _)| l);
         let (st, lap) = match (calib.as_deref_mut(), fed_layer) {
             (Some(c), Some(l)) => {
@@ -302,6 +301,7 @@ fn write_tensors(
                 (st, lap)
             }
             _ => {
+                let sw = Stopwatch::start();
                 let st = match choice {
                     Choice::Kaiju(variant) => {
                         tensor::encode_one(f16, ft, im, EncodeOptions { variant, ..job.opts }, &mut w, &mut prog)?
