@@ -363,6 +363,27 @@ pub enum Cmd {
         #[arg(long)]
         telemetry: Option<PathBuf>,
     },
+    /// Compute an importance matrix (llama.cpp's GGUF imatrix format, the entries
+    /// `llama-imatrix` writes) over a calibration text, in one pass over the model layer by
+    /// layer: each layer's weights are read once, so a model bigger than memory is read from
+    /// disk once, not once per chunk.
+    Imatrix {
+        /// the f16 GGUF
+        #[arg(long)]
+        model: PathBuf,
+        /// the calibration text
+        #[arg(long)]
+        text: PathBuf,
+        /// the imatrix to write (GGUF)
+        #[arg(long)]
+        out: PathBuf,
+        /// at most this many chunks (0: every whole chunk of the text, as llama-imatrix)
+        #[arg(long, default_value_t = 0)]
+        chunks: usize,
+        /// tokens per chunk (llama-imatrix's -c)
+        #[arg(long, default_value_t = 512, value_parser = at_least(4))]
+        ctx: usize,
+    },
     /// Derive an argmax qspec from an f16 model's own greedy next token on each prompt, with
     /// the f16's top five and its margin (top-1 minus top-2 logit) on each. A prompt with a
     /// small margin is a coin toss for any knot: it fails good knots at random.
@@ -429,6 +450,7 @@ pub fn absorb(mut cli: Cli) -> Cli {
             Cmd::RunBuild { .. }
             | Cmd::Convert { .. }
             | Cmd::MintGate { .. }
+            | Cmd::Imatrix { .. }
             | Cmd::Tokenize { .. }
             | Cmd::Inspect { .. },
         )

@@ -29,18 +29,59 @@ impl TempFile {
         self.out.as_mut().expect("temp file already committed")
     }
 
-    pub fn commit(mut self) -> io::Result<()> {
+    pub fn commit(self) -> io::Result<()> {
+        self.sync()?.commit()
+    }
+
+    /// Flush and fsync the temp file, leaving it beside the target until [`Synced::commit`]
+    /// renames it into place: several outputs of one command are each written whole before
+    /// any of them replaces what its path held.
+    pub fn sync(mut self) -> io::Result<Synced> {
         let out = self.out.take().expect("temp file already committed");
         let f = out.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
+        let len = f.metadata()?.len();
         drop(f);
+        Ok(Synced { target: self.target.clone(), tmp: self.tmp.clone(), len, done: false })
+    }
+}
+
+/// A temp file written whole and fsynced, not yet in place; removed on drop unless committed.
+pub struct Synced {
+    target: PathBuf,
+    tmp: PathBuf,
+    len: u64,
+    done: bool,
+}
+
+impl Synced {
+    /// The bytes written.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Rename into place and sync the folder.
+    pub fn commit(mut self) -> io::Result<()> {
         fs::rename(&self.tmp, &self.target)?;
+        self.done = true;
         if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
             if let Ok(d) = File::open(dir) {
                 let _ = d.sync_all();
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for Synced {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -109,9 +150,84 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Why an output path cannot be written: named by its flag.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{flag} {path}: {msg}")]
+    Path { flag: &'static str, path: PathBuf, msg: String },
+    #[error("{flag} {path} is also {input_flag} {input}: an output never replaces what the command reads")]
+    IsInput { flag: &'static str, path: PathBuf, input_flag: &'static str, input: PathBuf },
+    #[error("{flag} {path} is also {other_flag}: each output needs a file of its own")]
+    Twice { flag: &'static str, path: PathBuf, other_flag: &'static str },
+}
+
+/// Check, before any work, that each output (by its flag) can be written where it is asked
+/// for: not a directory, in a folder that exists and takes a new file (a probe file is made
+/// and removed), not the same file as any input (through links too) nor as another output.
+pub fn check_outputs(outputs: &[(&'static str, &Path)], inputs: &[(&'static str, &Path)]) -> Result<(), OutputError> {
+    for (i, &(flag, out)) in outputs.iter().enumerate() {
+        let bad = |msg: String| OutputError::Path { flag, path: out.to_path_buf(), msg };
+        if out.is_dir() {
+            return Err(bad("is a directory; expected a file to write".into()));
+        }
+        let folder = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !folder.is_dir() {
+            return Err(bad(format!("its folder {} does not exist", folder.display())));
+        }
+        let probe = folder.join(format!(".kaiju-probe-{}-{}", std::process::id(), unique()));
+        match fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+            Ok(_) => {
+                let _ = fs::remove_file(&probe);
+            }
+            Err(e) => return Err(bad(format!("its folder {} cannot be written: {e}", folder.display()))),
+        }
+        for &(input_flag, input) in inputs {
+            if out == input || same_file(out, input) {
+                return Err(OutputError::IsInput {
+                    flag,
+                    path: out.to_path_buf(),
+                    input_flag,
+                    input: input.to_path_buf(),
+                });
+            }
+        }
+        for &(other_flag, other) in &outputs[..i] {
+            if out == other || same_file(out, other) {
+                return Err(OutputError::Twice { flag, path: out.to_path_buf(), other_flag });
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_are_checked_against_inputs_folders_and_each_other() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("model.gguf");
+        fs::write(&input, b"x").unwrap();
+        let link = d.path().join("link.gguf");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        let out = d.path().join("out.gguf");
+        let ins = [("--model", input.as_path())];
+        assert!(check_outputs(&[("--out", &out)], &ins).is_ok());
+        assert!(!out.exists(), "the check writes nothing");
+        let e = check_outputs(&[("--out", &link)], &ins).unwrap_err().to_string();
+        assert!(e.contains("--out") && e.contains("--model") && e.contains("link.gguf"), "{e}");
+        let e = check_outputs(&[("--out", d.path())], &ins).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let e = check_outputs(&[("--out", &d.path().join("no/such/out.gguf"))], &ins).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        let e = check_outputs(&[("--out", Path::new("/proc/out.gguf"))], &ins).unwrap_err().to_string();
+        assert!(e.contains("cannot be written"), "{e}");
+        let e = check_outputs(&[("--out", &out), ("--log", &out)], &ins).unwrap_err().to_string();
+        assert!(e.contains("--log") && e.contains("--out"), "{e}");
+        let left: Vec<_> = fs::read_dir(d.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 2, "no probe file left behind: {left:?}");
+    }
 
     #[test]
     fn stale_temps_of_dead_runs_go_and_live_ones_stay() {

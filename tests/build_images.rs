@@ -222,3 +222,30 @@ fn the_encode_steps_command_line_asks_the_encoder_for_the_configured_feedback() 
         assert_eq!((cli.enc.search, o.refine), effort, "{id}");
     }
 }
+
+/// The feeder's imatrix step is `kaiju-tui imatrix` from the kaiju-tui image, over the image's
+/// calibration text (the text llama-imatrix read there), at llama-imatrix's context of 512, on
+/// the f16 the convert step wrote: a command line the program accepts.
+#[test]
+fn the_feeders_imatrix_step_is_kaiju_tui_imatrix_over_the_images_text() {
+    use clap::Parser;
+    let y = yaml("cloudbuild/cloudbuild-iq-ladder.yaml");
+    let steps = y["steps"].as_sequence().unwrap();
+    let step = steps.iter().find(|s| s["id"].as_str() == Some("imatrix")).unwrap();
+    assert_eq!(step["name"].as_str(), Some("gcr.io/$PROJECT_ID/kaiju-tui"));
+    let mut argv = vec!["kaiju-tui"];
+    argv.extend(step["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()));
+    let cli = kaiju::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    match cli.cmd {
+        Some(kaiju::cli::Cmd::Imatrix { model, text, out, chunks, ctx }) => {
+            assert_eq!(model.to_str(), Some("/workspace/f16.gguf"));
+            assert_eq!(text.to_str(), Some("/calib/calib.txt"));
+            assert_eq!(out.to_str(), Some("/workspace/model.imatrix"), "what the persist step uploads");
+            assert_eq!((chunks, ctx), (0, 512), "the whole text, in chunks of 512");
+        }
+        other => panic!("{argv:?}: {other:?}"),
+    }
+    assert!(dockerfile("kaiju-tui").contains("COPY calib/calib.txt /calib/calib.txt"));
+    let convert = serde_yaml_ng::to_string(steps.iter().find(|s| s["id"].as_str() == Some("convert")).unwrap());
+    assert!(convert.unwrap().contains("--outfile /workspace/f16.gguf"));
+}

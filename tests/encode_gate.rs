@@ -645,7 +645,6 @@ fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
         text: Some(text),
         ctx: 128,
         chunks: 2,
-        dense_limit: Some(0),
         ..Default::default()
     })
     .unwrap();
@@ -700,7 +699,15 @@ fn tiny_gemma4_models_encode_gate_and_inspect() {
         let p = |n: &str| dir.path().join(n);
         let src = common::asset(&format!("tests/golden/forward/{name}.gguf"));
         kaiju::dataplane::convert::to_f16_file(&src, &p("f16.gguf"), true).unwrap();
-        let n = imatrix_calc::compute_file(&p("f16.gguf"), &calib, 512, 4, &p("im.gguf")).unwrap();
+        let job = imatrix_calc::ImatrixJob {
+            model: p("f16.gguf"),
+            text: calib.clone(),
+            out: p("im.gguf"),
+            ctx: 512,
+            chunks: 4,
+            progress: false,
+        };
+        let n = imatrix_calc::compute_file(&job).unwrap().tensors;
         assert_eq!(n, matmuls, "{name}: an imatrix entry for each matmul the model has");
         let minted = argmax::mint(&p("f16.gguf"), &prompts, Some(name.into()), None).unwrap();
         std::fs::write(p("qspec.json"), serde_json::to_string(&minted.qspec).unwrap()).unwrap();

@@ -1,5 +1,6 @@
 # gcr.io/$PROJECT_ID/kaiju-tui: the image of the KAIJU encode build's `encode` and `gate` steps
-# (cloudbuild-kaiju-encode.yaml): kaiju-tui on Debian slim, bash for the gate step, and the
+# (cloudbuild-kaiju-encode.yaml) and the IQ-ladder feeder's `imatrix` step
+# (cloudbuild-iq-ladder.yaml): kaiju-tui on Debian slim, bash for the gate step, and the
 # perplexity text at /calib/ppl.txt. Built by cloudbuild-images.yaml; the build context is the
 # repository root with the campaign's calibration texts added under calib/ (see the README).
 ARG RUST_IMAGE=rust:1.95-slim-bookworm
@@ -18,7 +19,7 @@ RUN cargo build --release --locked --bin kaiju-tui
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/kaiju-tui /usr/local/bin/kaiju-tui
 COPY calib/ppl.txt /calib/ppl.txt
-# the calibration text of the encoder's error feedback (--calib-text): the imatrix's, as the
-# llama-cpp-tools image has it
+# the calibration text of the feeder's imatrix and of the encoder's error feedback
+# (--calib-text), as the llama-cpp-tools image has it
 COPY calib/calib.txt /calib/calib.txt
 ENTRYPOINT ["kaiju-tui"]

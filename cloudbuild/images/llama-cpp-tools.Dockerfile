@@ -1,7 +1,8 @@
-# gcr.io/$PROJECT_ID/llama-cpp-tools: the image of the IQ-ladder feeder's `convert` and
-# `imatrix` steps (cloudbuild-iq-ladder.yaml): huggingface-cli, python3 with
-# /llama.cpp/convert_hf_to_gguf.py and its requirements, llama-imatrix (and llama-quantize) on
-# the PATH, and the imatrix calibration text at /calib/calib.txt. Built by
+# gcr.io/$PROJECT_ID/llama-cpp-tools: the image of the IQ-ladder feeder's `convert` step
+# (cloudbuild-iq-ladder.yaml; its imatrix step is `kaiju-tui imatrix`): huggingface-cli,
+# python3 with /llama.cpp/convert_hf_to_gguf.py and its requirements, llama-imatrix (the
+# imatrix's reference) and llama-quantize on the PATH, and the imatrix calibration text at
+# /calib/calib.txt. Built by
 # cloudbuild-images.yaml; the context is the repository root with calib/ added (see README).
 #
 # llama.cpp is the tree vendored in the PyPI sdist of llama-cpp-python 0.3.36, pinned by its

@@ -1,4 +1,4 @@
-//! The data-plane commands: `--encode`, `gate`, `mint-gate`, `convert`, `tokenize`, `inspect`.
+//! The data-plane commands: `--encode`, `gate`, `imatrix`, `mint-gate`, `convert`, `tokenize`, `inspect`.
 
 use crate::cli::{Cli, Cmd, EncodeArgs};
 use crate::config::ConfigError;
@@ -150,7 +150,6 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         log: Some(log.clone()),
         telemetry: telemetry.clone(),
-        dense_limit: None,
     };
     crate::dataplane::heap::keep_freed_pages();
     let out = crate::dataplane::gate::run(&job)?;
@@ -163,6 +162,29 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
     Ok(if out.passed() { exit::OK } else { exit::GATE_FAILED })
 }
 
+/// `imatrix`: an importance matrix over a text, one layer-major pass over the model.
+pub fn imatrix(cli: &Cli, model: &Path, text: &Path, out: &Path, chunks: usize, ctx: usize) -> anyhow::Result<u8> {
+    let job = crate::dataplane::gate::imatrix_calc::ImatrixJob {
+        model: model.to_path_buf(),
+        text: text.to_path_buf(),
+        out: out.to_path_buf(),
+        ctx,
+        chunks,
+        progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    crate::dataplane::heap::keep_freed_pages();
+    let r = crate::dataplane::gate::imatrix_calc::compute_file(&job)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "imatrix: {} entries over {} chunks of {} ({} tokens) in {:.1}s, {:.1} tokens/s -> {}",
+            r.tensors, r.chunks, r.ctx, r.tokens, r.seconds, r.tokens_per_s, r.out
+        );
+    }
+    Ok(exit::OK)
+}
+
 /// `mint-gate`: an argmax qspec from the f16's own predictions, with each prompt's f16 top
 /// five and margin reported (on stderr when the qspec itself goes to stdout).
 pub fn mint_gate(
@@ -172,6 +194,9 @@ pub fn mint_gate(
     min_margin: Option<f32>,
     out: Option<&Path>,
 ) -> anyhow::Result<u8> {
+    if let Some(out) = out {
+        crate::fsutil::check_outputs(&[("--out", out)], &[("--f16", f16)])?;
+    }
     let minted = crate::dataplane::gate::mint(f16, prompt, id.map(str::to_string), min_margin)?;
     let q = &minted.qspec;
     let json = serde_json::to_string_pretty(q)? + "\n";
@@ -192,6 +217,7 @@ pub fn mint_gate(
 /// `convert --to f16`: the local feeder's f16 step.
 pub fn convert(to: &str, input: &Path, output: &Path) -> anyhow::Result<u8> {
     anyhow::ensure!(to.eq_ignore_ascii_case("f16"), "--to {to:?}: only f16 is supported");
+    crate::fsutil::check_outputs(&[("OUTPUT", output)], &[("INPUT", input)])?;
     let n = crate::dataplane::convert::to_f16_file(input, output, false)?;
     println!("{}: {n} bytes", output.display());
     Ok(exit::OK)

@@ -70,6 +70,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Tokenize { ref model, ref file }) => files::tokenize(model, file),
         Some(Cmd::Inspect { ref file, ref with }) => files::inspect(file, with.as_deref()),
         Some(Cmd::Gate { .. }) => files::gate(&cli),
+        Some(Cmd::Imatrix { ref model, ref text, ref out, chunks, ctx }) => {
+            files::imatrix(&cli, model, text, out, chunks, ctx)
+        }
         Some(Cmd::MintGate { ref f16, ref prompt, ref id, min_margin, ref out }) => {
             files::mint_gate(f16, prompt, id.as_deref(), min_margin, out.as_deref())
         }

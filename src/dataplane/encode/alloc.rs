@@ -324,6 +324,8 @@ pub fn sample_errors(
     let n = rows.min(SAMPLE_MIN_ROWS.max(rows / SAMPLE_FRACTION));
     let picked: Vec<usize> = (0..n).map(|i| i * rows / n).collect();
     let w = truth_rows(f16, ft, &picked)?;
+    // the sample is read: its pages go back (a sample touches most pages of a tensor)
+    f16.release(f16.data(ft));
     let (imps, per_mat) = importances(im, ft);
     let mat = |r: usize| (r / per_mat).min(imps.len() - 1);
     cands
@@ -340,7 +342,11 @@ pub fn sample_errors(
                     Err(never) => match never {},
                 }
             }
-            Choice::Keep => Ok(base_error(base, bt, &picked, &w, mat, &imps)?.weighted_rel_mse()),
+            Choice::Keep => {
+                let e = base_error(base, bt, &picked, &w, mat, &imps)?.weighted_rel_mse();
+                base.release(base.data(bt));
+                Ok(e)
+            }
         })
         .collect()
 }

@@ -72,7 +72,12 @@ pub(super) fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
             }
         }
     }
-    Ok(())
+    // the rule every command that writes shares: here, that each folder takes a new file
+    let outs: Vec<(&'static str, &std::path::Path)> = std::iter::once(("--out", job.out.as_path()))
+        .chain(job.telemetry.iter().map(|t| ("--telemetry", t.as_path())))
+        .collect();
+    let ins = inputs.map(|(f, p)| (f, p.as_path()));
+    crate::fsutil::check_outputs(&outs, &ins).map_err(|e| EncodeError::Usage(e.to_string()))
 }
 
 /// The tensors of `base` that will be re-encoded (by name), after checking that the three

@@ -282,6 +282,7 @@ fn write_tensors(
     for bt in &base.tensors {
         let Some(choice) = choice_of(&bt.name) else {
             w.write_tensor(&bt.name, base.data(bt))?;
+            base.release(base.data(bt));
             copied.push(bt.name.clone());
             continue;
         };
@@ -315,6 +316,10 @@ fn write_tensors(
                 (st, sw.lap())
             }
         };
+        // each tensor is read once: its pages go back (a model bigger than memory stays
+        // within one tensor's)
+        f16.release(f16.data(ft));
+        base.release(base.data(bt));
         enc += lap;
         total.add(&st);
         let sampled = resolved.sampled.get(&bt.name);
@@ -373,8 +378,11 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         }
     }
     w.rewrite_metadata(&meta)?;
-    w.finish()?;
-    let out_bytes = std::fs::metadata(&job.out).map(|m| m.len()).unwrap_or(0);
+    // the knot is written whole and synced beside its path; the telemetry too, before either
+    // replaces what its path held: a failure (a full disk, a folder that refuses the file)
+    // leaves both paths as they were
+    let knot = w.finish_synced()?;
+    let out_bytes = knot.len();
     let whole = sw.lap();
     let threads = rayon::current_num_threads();
     let tel = Telemetry {
@@ -408,13 +416,19 @@ pub fn run(job: &EncodeJob) -> Result<Telemetry, EncodeError> {
         copied,
         sources,
     };
-    if let Some(p) = &job.telemetry {
-        let json = serde_json::to_vec_pretty(&tel).expect("telemetry serializes");
-        if let Err(source) = crate::fsutil::write_atomic(p, &json) {
-            // the knot and its telemetry go together: no finished --out from a failed command
-            std::fs::remove_file(&job.out).ok();
-            return Err(EncodeError::Io { path: p.clone(), source });
+    let telemetry = match &job.telemetry {
+        Some(p) => {
+            let json = serde_json::to_vec_pretty(&tel).expect("telemetry serializes");
+            let io = |source| EncodeError::Io { path: p.clone(), source };
+            let mut t = crate::fsutil::TempFile::new(p).map_err(io)?;
+            std::io::Write::write_all(t.writer(), &json).map_err(io)?;
+            Some((p, t.sync().map_err(io)?))
         }
+        None => None,
+    };
+    knot.commit().map_err(|source| EncodeError::Io { path: job.out.clone(), source })?;
+    if let Some((p, t)) = telemetry {
+        t.commit().map_err(|source| EncodeError::Io { path: p.clone(), source })?;
     }
     Ok(tel)
 }

@@ -10,7 +10,7 @@
 //! knot fails only by choosing the f16's runner-up, where the f16's margin is below the level,
 //! is INCONCLUSIVE instead of FAIL.
 
-use super::model::Model;
+use super::model::{Model, Run};
 use super::qspec::{GateCase, QSpec, LOW_MARGIN};
 use super::{tokenizer, GateError};
 use crate::dataplane::gguf::Gguf;
@@ -166,25 +166,23 @@ pub fn check_cases<'c>(
     Ok(())
 }
 
-/// Run one case on the knot, and on the f16 when given (its result recorded, not yet judged).
-pub fn check_case(m: &Model, reference: Option<&Model>, c: &GateCase) -> Result<CaseOutcome, GateError> {
-    for t in std::iter::once(c.expect_token).chain(c.reject_token) {
-        if t as usize >= m.cfg.n_vocab {
-            return Err(super::model::ModelError::Token(t, m.cfg.n_vocab).into());
-        }
-    }
-    let logits = m.forward(&c.prompt_tokens, true)?;
-    let top5 = top_k(&logits, 5);
+/// The run that checks a case: its prompt, the last position kept.
+pub fn case_run(c: &GateCase) -> Run {
+    Run { seqs: vec![c.prompt_tokens.clone()], first: c.prompt_tokens.len().saturating_sub(1) }
+}
+
+/// One case's outcome from the knot's logits at its prompt's last position, and the f16's
+/// when it was run too (recorded, not yet judged). The case's tokens are within the
+/// vocabulary ([`check_cases`]).
+pub fn outcome(c: &GateCase, logits: &[f32], f16: Option<&[f32]>) -> CaseOutcome {
+    let top5 = top_k(logits, 5);
     let argmax = top5[0].0;
-    let f16 = match reference {
-        Some(r) => {
-            let top5 = top_k(&r.forward(&c.prompt_tokens, true)?, 5);
-            Some(RefCase { argmax: top5[0].0, margin: margin(&top5).unwrap_or(f32::INFINITY), top5 })
-        }
-        None => None,
-    };
+    let f16 = f16.map(|l| {
+        let top5 = top_k(l, 5);
+        RefCase { argmax: top5[0].0, margin: margin(&top5).unwrap_or(f32::INFINITY), top5 }
+    });
     let pass = argmax == c.expect_token;
-    Ok(CaseOutcome {
+    CaseOutcome {
         prompt_tokens: c.prompt_tokens.clone(),
         expect_token: c.expect_token,
         reject_token: c.reject_token,
@@ -195,7 +193,7 @@ pub fn check_case(m: &Model, reference: Option<&Model>, c: &GateCase) -> Result<
         top5,
         f16,
         inconclusive_because: None,
-    })
+    }
 }
 
 /// One prompt as `mint-gate` measured it on the f16.
@@ -253,9 +251,8 @@ pub fn mint(f16: &Path, prompts: &[String], id: Option<String>, min_margin: Opti
     }
     let g = Gguf::open(f16)?;
     let tok = tokenizer::Tokenizer::from_gguf(&g)?;
-    let m = Model::load(&g, super::model::DEFAULT_DENSE_LIMIT)?;
-    let mut cases = Vec::new();
-    let mut measured = Vec::new();
+    let m = Model::load(&g, 0)?;
+    let mut prompt_ids = Vec::new();
     for prompt in prompts {
         let mut ids = tok.encode(prompt);
         if tok.add_bos {
@@ -266,7 +263,15 @@ pub fn mint(f16: &Path, prompts: &[String], id: Option<String>, min_margin: Opti
         if ids.is_empty() {
             return Err(GateError::Usage(format!("--prompt {prompt:?}: no tokens")));
         }
-        let top = top_k(&m.forward(&ids, true)?, 5);
+        prompt_ids.push(ids);
+    }
+    // every prompt in one layer-major pass: the f16 is read once
+    let runs: Vec<Run> = prompt_ids.iter().map(|ids| Run { seqs: vec![ids.clone()], first: ids.len() - 1 }).collect();
+    let states = m.pass(&runs, &mut |_, _, _| {}, &mut |_| {})?;
+    let mut cases = Vec::new();
+    let mut measured = Vec::new();
+    for ((prompt, ids), h) in prompts.iter().zip(prompt_ids).zip(&states) {
+        let top = top_k(&m.logits(h), 5);
         let margin = margin(&top).unwrap_or(f32::INFINITY);
         if let Some(min) = min_margin.filter(|&min| margin < min) {
             return Err(GateError::Usage(format!(

@@ -107,6 +107,12 @@ pub struct GateOutcome {
     /// tokenize text with, and no thresholds that would need it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quality_skipped: Option<String>,
+    /// For each layer of the knot (and of the f16, when it was run), how many times the pass
+    /// came to its weights: one, each model read once.
+    #[serde(skip)]
+    pub layer_visits: Vec<u32>,
+    #[serde(skip)]
+    pub ref_layer_visits: Option<Vec<u32>>,
 }
 
 impl GateOutcome {
@@ -218,28 +224,24 @@ pub struct GateJob {
     pub progress: bool,
     pub log: Option<PathBuf>,
     pub telemetry: Option<PathBuf>,
-    /// Bytes of weights each model may decode to f32 up front (None: the default budget, half
-    /// of it each when a reference is loaded); above it, weights are decoded a few rows at a
-    /// time on every matmul. `Some(0)` keeps memory at the mapped files (tests, small hosts).
-    pub dense_limit: Option<u64>,
 }
 
-/// ctx-`ctx` perplexity over up to `max_chunks` chunks of `text` (0: all), scoring the second
-/// half of each chunk as llama.cpp's perplexity tool does. Returns (ppl, chunks, scored).
-pub fn perplexity(
-    m: &Model,
-    text: &text::Text,
-    ctx: usize,
-    max_chunks: usize,
-) -> Result<(f64, usize, usize), GateError> {
-    let chunks = text.chunks(ctx, max_chunks)?;
+/// The run that measures ctx-`ctx` perplexity over `chunks` chunks of `text`.
+fn ppl_run(text: &text::Text, ctx: usize, chunks: usize) -> model::Run {
+    quality::text_run(text, ctx, chunks)
+}
+
+/// ctx-`ctx` perplexity over `chunks` chunks of `text`, from the model's final hidden states
+/// at each chunk's scored positions (`Model::pass` over [`ppl_run`]), scoring the second half
+/// of each chunk as llama.cpp's perplexity tool does. Returns (ppl, scored).
+fn perplexity_of(m: &Model, states: &[f32], text: &text::Text, ctx: usize, chunks: usize) -> (f64, usize) {
     let first = text::first_scored(ctx);
-    let v = m.cfg.n_vocab;
+    let (v, d, rows) = (m.cfg.n_vocab, m.cfg.n_embd, ctx - first);
     let mut nll = 0f64;
     let mut n = 0usize;
     for c in 0..chunks {
         let toks = text.chunk(c, ctx);
-        let logits = m.forward_from(&toks, first)?;
+        let logits = m.logits(&states[c * rows * d..(c + 1) * rows * d]);
         for (i, row) in logits.chunks(v).take(ctx - 1 - first).enumerate() {
             let mx = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
             let lse = mx as f64 + row.iter().map(|&l| ((l - mx) as f64).exp()).sum::<f64>().ln();
@@ -247,28 +249,30 @@ pub fn perplexity(
             n += 1;
         }
     }
-    Ok(((nll / n.max(1) as f64).exp(), chunks, n))
+    ((nll / n.max(1) as f64).exp(), n)
 }
 
-pub fn ppl_of_text(
-    g: &Gguf,
-    m: &Model,
-    text_path: &Path,
-    ctx: usize,
-    max_chunks: usize,
-) -> Result<Perplexity, GateError> {
-    let t0 = Instant::now();
-    let tok = tokenizer::Tokenizer::from_gguf(g)?;
-    let text = text::Text::load(&tok, text_path)?;
-    let (ppl, chunks, scored) = perplexity(m, &text, ctx, max_chunks)?;
-    Ok(Perplexity {
-        ctx,
-        chunks,
-        tokens_scored: scored,
-        ppl,
-        text: text_path.display().to_string(),
-        seconds: t0.elapsed().as_secs_f64(),
-    })
+/// The telemetry JSON the gate merges its outcome into: `{}` where there is no file yet, the
+/// file's object where there is one; anything else is an error naming it (never replaced).
+fn telemetry_object(p: &Path) -> Result<serde_json::Value, GateError> {
+    let bytes = match std::fs::read(p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(serde_json::json!({})),
+        Err(source) => return Err(GateError::Io { path: p.into(), source }),
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err(GateError::Usage(format!(
+            "--telemetry {}: not a JSON object; the gate merges its outcome into an encode's telemetry and \
+             refuses to replace anything else",
+            p.display()
+        ))),
+        Err(e) => Err(GateError::Usage(format!(
+            "--telemetry {}: not JSON ({e}); the gate merges its outcome into an encode's telemetry and refuses \
+             to replace anything else",
+            p.display()
+        ))),
+    }
 }
 
 /// The model's trained context (`<arch>.context_length`), when the file says it.
@@ -309,6 +313,27 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             )));
         }
     }
+    // the outputs: never one of the inputs, each in a folder that takes it; a telemetry file to
+    // merge into must be a JSON object (anything else is refused, not replaced)
+    let outputs: Vec<(&'static str, &Path)> = job
+        .log
+        .iter()
+        .map(|p| ("--log", p.as_path()))
+        .chain(job.telemetry.iter().map(|p| ("--telemetry", p.as_path())))
+        .collect();
+    let inputs: Vec<(&'static str, &Path)> = [("--knot", Some(&job.knot)), ("--qspec", Some(&job.qspec))]
+        .into_iter()
+        .chain([
+            ("--ref", job.reference.as_ref()),
+            ("--text", job.text.as_ref()),
+            ("--ppl-text", job.ppl_text.as_ref()),
+        ])
+        .filter_map(|(f, p)| Some((f, p?.as_path())))
+        .collect();
+    crate::fsutil::check_outputs(&outputs, &inputs).map_err(|e| GateError::Usage(e.to_string()))?;
+    if let Some(p) = &job.telemetry {
+        telemetry_object(p)?;
+    }
     let sw = Stopwatch::start();
     let g = Gguf::open(&job.knot)?;
     let mut ref_kind = quality::RefKind::F16;
@@ -328,35 +353,18 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         }
         None => None,
     };
-    // two models in memory share the budget for weights decoded up front
-    let limit = job.dense_limit.unwrap_or(if reference.is_some() {
-        model::DEFAULT_DENSE_LIMIT / 2
-    } else {
-        model::DEFAULT_DENSE_LIMIT
-    });
-    let m = Model::load(&g, limit)?;
-    argmax::check_cases(&job.qspec, q.all_cases().iter().chain(&job.extra_cases), m.cfg.n_vocab, context_length(&g))?;
-    let rm = reference.as_ref().map(|rg| Model::load(rg, limit)).transpose()?;
-    let load = sw.lap();
-    let load_seconds = load.wall;
-    let t1 = Instant::now();
-    let mut cases = Vec::new();
-    for c in q.all_cases().iter().chain(&job.extra_cases) {
-        // with the f16 at hand, its own margin on each case goes beside the knot's result
-        cases.push(argmax::check_case(&m, rm.as_ref(), c)?);
-    }
-    let forward_seconds = t1.elapsed().as_secs_f64();
-    let ppl = match &job.ppl_text {
-        Some(p) => Some(ppl_of_text(&g, &m, p, 128, job.ppl_chunks.max(1))?),
-        None => None,
-    };
-    let ppl_pass = match (&ppl, job.ppl_max) {
-        (Some(p), Some(mx)) => Some(p.ppl <= mx),
-        _ => None,
-    };
+    // each model is read in one layer-major pass, its weights decoded a row chunk at a time by
+    // each matmul: nothing is decoded up front
+    let m = Model::load(&g, 0)?;
+    let all_cases = q.all_cases();
+    let case_list: Vec<&GateCase> = all_cases.iter().chain(&job.extra_cases).collect();
+    argmax::check_cases(&job.qspec, case_list.iter().copied(), m.cfg.n_vocab, context_length(&g))?;
+    let rm = reference.as_ref().map(|rg| Model::load(rg, 0)).transpose()?;
+    // the texts tokenized and chunked before any pass, so that a bad one costs no pass
     let mut quality_skipped = None;
-    let quality = match (distribution, &rm) {
-        (Some((r, t)), Some(rm)) => match tokenizer::Tokenizer::from_gguf(&g) {
+    let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
+    let dist_text = match distribution {
+        Some((r, t)) => match tokenizer::Tokenizer::from_gguf(&g) {
             // KLD 0 against itself: every threshold would pass
             Ok(_) if ref_kind == quality::RefKind::Same && job.thresholds.any() => {
                 return Err(GateError::Usage(format!(
@@ -367,16 +375,8 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             }
             Ok(tok) => {
                 let text = text::Text::load(&tok, t)?;
-                let ctx = if job.ctx == 0 { DEFAULT_CTX } else { job.ctx };
-                let mut report = |done: usize, total: usize| {
-                    if job.progress {
-                        eprintln!("distribution: chunk {done}/{total}");
-                    }
-                };
-                let mut q = quality::compare(rm, &m, &text, ctx, job.chunks, &mut report)?;
-                q.reference = r.display().to_string();
-                q.reference_kind = ref_kind.label();
-                Some(q)
+                let chunks = text.chunks(ctx, job.chunks)?;
+                Some((r, text, chunks))
             }
             // e.g. a SentencePiece model: the argmax cases still gate it; thresholds that
             // cannot be checked fail it
@@ -386,6 +386,79 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             }
             Err(e) => return Err(e.into()),
         },
+        None => None,
+    };
+    const PPL_CTX: usize = 128;
+    let ppl_text = match &job.ppl_text {
+        Some(p) => {
+            let tok = tokenizer::Tokenizer::from_gguf(&g)?;
+            let text = text::Text::load(&tok, p)?;
+            let chunks = text.chunks(PPL_CTX, job.ppl_chunks.max(1))?;
+            Some((text, chunks))
+        }
+        None => None,
+    };
+    let load = sw.lap();
+    let load_seconds = load.wall;
+    // one pass over each model: the argmax cases, the text's chunks and (the knot only) the
+    // perplexity text's chunks ride together
+    let mut runs: Vec<model::Run> = case_list.iter().map(|c| argmax::case_run(c)).collect();
+    let text_at = dist_text.as_ref().map(|(_, text, chunks)| {
+        runs.push(quality::text_run(text, ctx, *chunks));
+        runs.len() - 1
+    });
+    let ref_runs = runs.clone();
+    let ppl_at = ppl_text.as_ref().map(|(text, chunks)| {
+        runs.push(ppl_run(text, PPL_CTX, *chunks));
+        runs.len() - 1
+    });
+    let passes = Stopwatch::start();
+    let pass = |model: &Model, runs: &[model::Run], what: &str| {
+        let n = model.n_layer();
+        model.pass(runs, &mut |_, _, _| {}, &mut |l| {
+            if job.progress {
+                eprintln!("gate: {what} layer {l}/{n}");
+            }
+        })
+    };
+    let ref_states = match &rm {
+        Some(rm) => Some(pass(rm, &ref_runs, "f16")?),
+        None => None,
+    };
+    let states = pass(&m, &runs, "knot")?;
+    let mut cases = Vec::new();
+    for (i, c) in case_list.iter().enumerate() {
+        // with the f16 at hand, its own margin on each case goes beside the knot's result
+        let f16 = rm.as_ref().zip(ref_states.as_ref()).map(|(rm, s)| rm.logits(&s[i]));
+        cases.push(argmax::outcome(c, &m.logits(&states[i]), f16.as_deref()));
+    }
+    let forward_seconds = passes.lap().wall;
+    let ppl = match (&ppl_text, ppl_at, &job.ppl_text) {
+        (Some((text, chunks)), Some(i), Some(p)) => {
+            let t = Instant::now();
+            let (ppl, scored) = perplexity_of(&m, &states[i], text, PPL_CTX, *chunks);
+            Some(Perplexity {
+                ctx: PPL_CTX,
+                chunks: *chunks,
+                tokens_scored: scored,
+                ppl,
+                text: p.display().to_string(),
+                seconds: t.elapsed().as_secs_f64(),
+            })
+        }
+        _ => None,
+    };
+    let ppl_pass = match (&ppl, job.ppl_max) {
+        (Some(p), Some(mx)) => Some(p.ppl <= mx),
+        _ => None,
+    };
+    let quality = match (dist_text, text_at, &rm, &ref_states) {
+        (Some((r, text, chunks)), Some(i), Some(rm), Some(rs)) => {
+            let mut q = quality::score(rm, &m, &rs[i], &states[i], &text, ctx, chunks, passes)?;
+            q.reference = r.display().to_string();
+            q.reference_kind = ref_kind.label();
+            Some(q)
+        }
         _ => None,
     };
     let misses = quality.as_ref().map(|q| job.thresholds.misses(q)).unwrap_or_default();
@@ -417,17 +490,15 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         thresholds: job.thresholds,
         misses,
         quality_skipped,
+        layer_visits: m.layer_visits(),
+        ref_layer_visits: rm.as_ref().map(|rm| rm.layer_visits()),
     };
     if let Some(p) = &job.log {
         crate::fsutil::write_atomic(p, out.log_text().as_bytes())
             .map_err(|source| GateError::Io { path: p.clone(), source })?;
     }
     if let Some(p) = &job.telemetry {
-        let mut v: serde_json::Value = std::fs::read(p)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .filter(|v: &serde_json::Value| v.is_object())
-            .unwrap_or_else(|| serde_json::json!({}));
+        let mut v = telemetry_object(p)?;
         v["gate"] = serde_json::to_value(&out).expect("serializes");
         let bytes = serde_json::to_vec_pretty(&v).expect("serializes");
         crate::fsutil::write_atomic(p, &bytes).map_err(|source| GateError::Io { path: p.clone(), source })?;

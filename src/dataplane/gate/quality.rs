@@ -2,10 +2,13 @@
 //! chunk, the way `llama-perplexity --kl-divergence` measures a quantized model:
 //! KL(p_f16 ‖ p_knot) per scored token (mean, median, 99th percentile, max), top-1 agreement
 //! (the share of scored tokens whose argmax is the f16's), and both perplexities with their
-//! ratio. Both models run in this process on the same chunk; only one chunk's scored logits
-//! of each model are held at a time (2 × ctx/2 × n_vocab floats), never vocab × text.
+//! ratio. Both models run in this process, each in one layer-major pass over every chunk
+//! (`Model::pass`: each weight read once, whatever the model's size), keeping the final hidden
+//! states of the scored positions; the logits are then computed and scored chunk by chunk, so
+//! that only one chunk's of each model are held at a time (2 × ctx/2 × n_vocab floats), never
+//! vocab × text.
 
-use super::model::Model;
+use super::model::{Model, Run};
 use super::text::{first_scored, Text};
 use super::GateError;
 use crate::dataplane::clock::Stopwatch;
@@ -181,31 +184,34 @@ struct Scored {
     nll_knot: f64,
 }
 
-/// The row's argmax (first on ties) and log-sum-exp, in f64.
-fn argmax_lse(row: &[f32]) -> (usize, f64) {
+/// The row's argmax (first on ties) and its value.
+fn argmax(row: &[f32]) -> (usize, f32) {
     let (mut imax, mut mx) = (0, row[0]);
     for (i, &v) in row.iter().enumerate() {
         if v > mx {
             (imax, mx) = (i, v);
         }
     }
-    let mx = mx as f64;
-    (imax, mx + row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln())
+    (imax, mx)
 }
 
-/// One position scored in one pass over both rows, no buffers: with lp = r − lse_r and
-/// lq = k − lse_k, KL = Σ e^lp (lp − lq) (each term exactly 0 where the rows are equal).
-fn score(r: &[f32], k: &[f32], next: u32) -> Scored {
-    let (ar, lr) = argmax_lse(r);
-    let (ak, lk) = argmax_lse(k);
-    let kld = r
-        .iter()
-        .zip(k)
-        .map(|(&a, &b)| {
-            let (lp, lq) = (a as f64 - lr, b as f64 - lk);
-            lp.exp() * (lp - lq)
-        })
-        .sum::<f64>();
+/// One position scored in one pass over both rows, no buffers, two exponentials per entry:
+/// with e = exp(r − max r), lse_r = max r + ln Σ e and lse_k likewise,
+/// KL = Σ e (r − k) / Σ e − lse_r + lse_k (exactly 0 where the rows are equal), in f64.
+fn score_one(r: &[f32], k: &[f32], next: u32) -> Scored {
+    let (ar, mr) = argmax(r);
+    let (ak, mk) = argmax(k);
+    let (mr, mk) = (mr as f64, mk as f64);
+    let (mut sr, mut sk, mut a) = (0f64, 0f64, 0f64);
+    for (&x, &y) in r.iter().zip(k) {
+        let (x, y) = (x as f64, y as f64);
+        let e = (x - mr).exp();
+        sr += e;
+        sk += (y - mk).exp();
+        a += e * (x - y);
+    }
+    let (lr, lk) = (mr + sr.ln(), mk + sk.ln());
+    let kld = a / sr - lr + lk;
     let n = next as usize;
     Scored { kld: kld.max(0.0), same_top: ar == ak, nll_ref: lr - r[n] as f64, nll_knot: lk - k[n] as f64 }
 }
@@ -218,32 +224,65 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     (1.0 - f) * sorted[i] + f * sorted[(i + 1).min(sorted.len() - 1)]
 }
 
-/// Run both models over `max_chunks` chunks (0: all) of `text` and compare them.
-/// `progress(done, total)` is called after each chunk.
+/// The run of `chunks` chunks of `text` that a distributional check passes through each model:
+/// every chunk of `ctx` tokens, its positions from [`first_scored`] kept.
+pub fn text_run(text: &Text, ctx: usize, chunks: usize) -> Run {
+    Run { seqs: (0..chunks).map(|c| text.chunk(c, ctx)).collect(), first: first_scored(ctx) }
+}
+
+/// Run both models over `max_chunks` chunks (0: all) of `text`, each in one layer-major pass
+/// (`Model::pass`), and compare them. `progress(model, layer, layers)` is called after each
+/// layer of each model's pass.
 pub fn compare(
     reference: &Model,
     knot: &Model,
     text: &Text,
     ctx: usize,
     max_chunks: usize,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<Quality, GateError> {
     let sw = Stopwatch::start();
     let chunks = text.chunks(ctx, max_chunks)?;
+    let run = [text_run(text, ctx, chunks)];
+    let mut states = |m: &Model, what: &str| -> Result<Vec<f32>, GateError> {
+        let n = m.n_layer();
+        Ok(m.pass(&run, &mut |_, _, _| {}, &mut |l| progress(what, l, n))?.remove(0))
+    };
+    let hr = states(reference, "f16")?;
+    let hk = states(knot, "knot")?;
+    score(reference, knot, &hr, &hk, text, ctx, chunks, sw)
+}
+
+/// The figures of the knot against its reference over `chunks` chunks of `text`, from both
+/// models' final hidden states at each chunk's scored positions (`Model::pass` over
+/// [`text_run`]): each chunk's logits of both models computed and scored in turn, so that only
+/// one chunk's (2 × ctx/2 × n_vocab floats) are held. `sw` started before the passes: the
+/// figures' seconds count them.
+#[allow(clippy::too_many_arguments)]
+pub fn score(
+    reference: &Model,
+    knot: &Model,
+    hr: &[f32],
+    hk: &[f32],
+    text: &Text,
+    ctx: usize,
+    chunks: usize,
+    sw: Stopwatch,
+) -> Result<Quality, GateError> {
     let first = first_scored(ctx);
-    let v = knot.cfg.n_vocab;
+    let (v, d) = (knot.cfg.n_vocab, knot.cfg.n_embd);
+    let rows = ctx - first;
     let mut all: Vec<Scored> = Vec::with_capacity(chunks * (ctx - 1 - first));
     for c in 0..chunks {
         let toks = text.chunk(c, ctx);
-        let lr = reference.forward_from(&toks, first)?;
-        let lk = knot.forward_from(&toks, first)?;
+        let lr = reference.logits(&hr[c * rows * d..(c + 1) * rows * d]);
+        let lk = knot.logits(&hk[c * rows * d..(c + 1) * rows * d]);
         // logits row i is position first + i, which predicts token first + i + 1
         let scored: Vec<Scored> = (0..ctx - 1 - first)
             .into_par_iter()
-            .map(|i| score(&lr[i * v..(i + 1) * v], &lk[i * v..(i + 1) * v], toks[first + i + 1]))
+            .map(|i| score_one(&lr[i * v..(i + 1) * v], &lk[i * v..(i + 1) * v], toks[first + i + 1]))
             .collect();
         all.extend(scored);
-        progress(c + 1, chunks);
     }
     let n = all.len() as f64;
     let mean = |f: &dyn Fn(&Scored) -> f64| all.iter().map(f).sum::<f64>() / n;
@@ -344,7 +383,7 @@ mod tests {
     #[test]
     fn identical_rows_score_zero_and_agree() {
         let r: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
-        let s = score(&r, &r, 7);
+        let s = score_one(&r, &r, 7);
         assert_eq!(s.kld, 0.0);
         assert!(s.same_top);
         assert_eq!(s.nll_ref, s.nll_knot);
@@ -366,7 +405,7 @@ mod tests {
     #[test]
     fn kld_is_the_textbook_sum() {
         // p = softmax([0, ln 3]) = (1/4, 3/4); q = softmax([0, 0]) = (1/2, 1/2)
-        let s = score(&[0.0, 3f32.ln()], &[0.0, 0.0], 0);
+        let s = score_one(&[0.0, 3f32.ln()], &[0.0, 0.0], 0);
         let want = 0.25 * (0.25f64 / 0.5).ln() + 0.75 * (0.75f64 / 0.5).ln();
         assert!((s.kld - want).abs() < 1e-7, "{} vs {want}", s.kld);
         assert!(!s.same_top);

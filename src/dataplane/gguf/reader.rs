@@ -318,4 +318,39 @@ impl Gguf {
     pub fn file_len(&self) -> u64 {
         self.bytes.bytes().len() as u64
     }
+
+    /// Give back the memory pages holding `bytes` (a slice of this file: a tensor's data), so
+    /// that a pass over a model bigger than memory keeps only what it is working on resident.
+    /// The mapping is read-only and shared with the file, which nothing writes while it is
+    /// open: a page read again is faulted back in from the file with the same bytes. A file
+    /// read into memory ([`Gguf::from_bytes`]) keeps its bytes, and a slice of something else
+    /// is ignored. Returns whether pages were given back.
+    pub fn release(&self, bytes: &[u8]) -> bool {
+        let Some((map, offset)) = self.map_offset(bytes) else {
+            return false;
+        };
+        // SAFETY: DontNeed on a shared read-only file mapping drops the pages from this
+        // process; any later read (a borrow still alive included) faults the file's unchanged
+        // bytes back in, so no borrow ever sees different contents.
+        unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, bytes.len()) }.is_ok()
+    }
+
+    /// Ask the system to start reading `bytes` (a slice of this file) ahead of their use: the
+    /// next layer of a pass, while this one computes.
+    pub fn prefetch(&self, bytes: &[u8]) {
+        if let Some((map, offset)) = self.map_offset(bytes) {
+            // advice only: a refusal changes nothing but the timing
+            let _ = map.advise_range(memmap2::Advice::WillNeed, offset, bytes.len());
+        }
+    }
+
+    /// The mapping and `bytes`' offset in it, where `bytes` is a non-empty slice of it.
+    fn map_offset(&self, bytes: &[u8]) -> Option<(&Mmap, usize)> {
+        let Source::Map(map) = &self.bytes else {
+            return None;
+        };
+        let (base, at) = (map.as_ptr() as usize, bytes.as_ptr() as usize);
+        let offset = at.checked_sub(base)?;
+        (!bytes.is_empty() && offset.checked_add(bytes.len())? <= map.len()).then_some((map, offset))
+    }
 }

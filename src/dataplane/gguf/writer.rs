@@ -163,6 +163,13 @@ impl GgufWriter {
     /// fsync and rename into place; fails if any planned tensor is missing.
     pub fn finish(self) -> Result<()> {
         let path = self.tmp.target().to_path_buf();
+        self.finish_synced()?.commit().map_err(|source| GgufError::Io { path, source })
+    }
+
+    /// fsync, leaving the file beside its path until the caller commits it (after the
+    /// command's other outputs are written too); fails if any planned tensor is missing.
+    pub fn finish_synced(self) -> Result<crate::fsutil::Synced> {
+        let path = self.tmp.target().to_path_buf();
         if self.next != self.plans.len() {
             return Err(GgufError::Tensor {
                 path,
@@ -170,6 +177,6 @@ impl GgufWriter {
                 msg: format!("only {} of {} tensors were written", self.next, self.plans.len()),
             });
         }
-        self.tmp.commit().map_err(|source| GgufError::Io { path, source })
+        self.tmp.sync().map_err(|source| GgufError::Io { path, source })
     }
 }

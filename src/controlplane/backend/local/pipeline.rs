@@ -383,7 +383,6 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         progress: false,
         log: Some(out.with_extension("gate.log")),
         telemetry: Some(out.with_extension("telemetry.json")),
-        dense_limit: None,
     };
     let g = crate::dataplane::gate::run(&job).map_err(|e| e.to_string())?;
     for l in g.log_text().lines() {
@@ -467,6 +466,10 @@ fn step_convert(cx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// The chunks of 512 tokens the local feeder's imatrix reads of the calibration text (the
+/// cloud feeder reads all of it).
+const LOCAL_IMATRIX_CHUNKS: usize = 8;
+
 fn step_imatrix(cx: &mut Ctx) -> Result<(), String> {
     let d = hf_dir(cx)?;
     let dest = cx.ws.join("model.imatrix");
@@ -482,10 +485,20 @@ fn step_imatrix(cx: &mut Ctx) -> Result<(), String> {
         .next()
         .or(cx.stores.calib_text.clone())
         .ok_or_else(|| "no imatrix provided and no calibration text (calib.txt) to compute one".to_string())?;
-    cx.line(&format!("computing imatrix with the native forward pass over {}", calib.display()));
-    let n = crate::dataplane::gate::imatrix_calc::compute_file(&cx.ws.join("f16.gguf"), &calib, 512, 8, &dest)
-        .map_err(|e| e.to_string())?;
-    cx.line(&format!("imatrix: {n} tensors"));
+    cx.line(&format!("computing imatrix (kaiju-tui imatrix, layer by layer) over {}", calib.display()));
+    let job = crate::dataplane::gate::imatrix_calc::ImatrixJob {
+        model: cx.ws.join("f16.gguf"),
+        text: calib,
+        out: dest,
+        ctx: 512,
+        chunks: LOCAL_IMATRIX_CHUNKS,
+        progress: false,
+    };
+    let r = crate::dataplane::gate::imatrix_calc::compute_file(&job).map_err(|e| e.to_string())?;
+    cx.line(&format!(
+        "imatrix: {} tensors over {} chunks of {} in {:.1}s ({:.1} tokens/s)",
+        r.tensors, r.chunks, r.ctx, r.seconds, r.tokens_per_s
+    ));
     Ok(())
 }
 

@@ -25,7 +25,9 @@
 //! Peak memory: the hidden states (twice under [`Inputs::Asymmetric`]) and one stage's inputs
 //! for every calibration token, one input's moments and factor (two n × n f32), one tensor
 //! being encoded (twice, as f32) and one layer's reconstructions. The model's weights stay
-//! mapped and are decoded a row chunk at a time by each matmul.
+//! mapped and are decoded a row chunk at a time by each matmul; each layer's pages are given
+//! back when the layer is done (`Model::release_layer`), as the gate's and the imatrix's
+//! layer-major passes do.
 //!
 //! A tensor with no factor (not one of a layer's seven matmuls, or a model whose width does
 //! not match) is encoded without feedback by the caller.
@@ -138,6 +140,7 @@ impl<'g> Calibration<'g> {
         let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
         let batch = model.embed(&refs).map_err(|e| bad(&e))?;
         let report = FeedbackReport {
+            layer_visits: Vec::new(),
             text: o.text.display().to_string(),
             chunks,
             sequences,
@@ -278,6 +281,10 @@ impl<'g> Calibration<'g> {
                 msg: format!("{what} layer {li} are not finite"),
             });
         }
+        // the pass is done with this layer's weights: their pages go back, the next layer's
+        // are asked for
+        self.model.release_layer(li);
+        self.model.prefetch_layer(li + 1);
         self.laps.all += sw.lap() - enc;
         self.next += 1;
         Ok(())
@@ -351,6 +358,7 @@ impl<'g> Calibration<'g> {
             forward_cpu_seconds: forward.cpu,
             moments_cpu_seconds: moments.cpu,
             factor_cpu_seconds: factor.cpu,
+            layer_visits: self.model.layer_visits(),
             ..self.report.clone()
         }
     }

@@ -168,6 +168,9 @@ pub struct FeedbackOptions {
 /// What the telemetry records of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct FeedbackReport {
+    /// for each layer, how many times the calibration came to its weights (one: read once)
+    #[serde(skip)]
+    pub layer_visits: Vec<u32>,
     pub text: String,
     /// chunks of [`CTX`] tokens, as asked and the text holds
     pub chunks: usize,

@@ -114,6 +114,13 @@ impl Config {
         let n_layer = need("block_count")?;
         let n_embd = need("embedding_length")?;
         let unsupported = |what: String| ModelError::Unsupported { path: path.clone(), what };
+        if n_layer == 0 || n_embd == 0 {
+            return Err(unsupported(format!(
+                "{} = {n_layer}, {} = {n_embd}: expected at least one layer of some width (a model with matmul weights)",
+                key("block_count"),
+                key("embedding_length")
+            )));
+        }
         // a count given once for every layer or one per layer (llama.cpp's get_key_or_arr)
         let per_layer = |k: &str| -> Result<Option<Vec<usize>>, ModelError> {
             match g.get(&key(k)) {

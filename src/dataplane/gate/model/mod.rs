@@ -12,15 +12,16 @@
 
 mod hparams;
 mod ops;
+mod pass;
 
 use crate::dataplane::gguf::{dequant, Gguf, TensorInfo, TypeId};
 use crate::dataplane::linalg::{self, Products};
 pub use hparams::{Act, Config, LayerShape, Rope, SUPPORTED};
 pub(crate) use ops::MIN_ROWS;
-use ops::{
-    add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rms_norm_unweighted, rope_table, softcap, Attn,
-};
+use ops::{add_bias, apply_rope, attention, rms_norm, rms_norm_in_place, rms_norm_unweighted, rope_table, Attn};
+pub use pass::{Observe, Run, GROUP_TOKENS};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -85,6 +86,14 @@ impl<'a> Weight<'a> {
                     .expect("row decodes (checked at load)");
                 out
             }
+        }
+    }
+
+    /// The file bytes this weight reads on every matmul (none when decoded up front).
+    fn mapped(&self) -> Option<&'a [u8]> {
+        match &self.repr {
+            Repr::Raw { bytes, .. } => Some(bytes),
+            Repr::Dense(_) => None,
         }
     }
 
@@ -221,6 +230,12 @@ struct PerLayerEmbd<'a> {
 
 pub struct Model<'a> {
     pub cfg: Config,
+    /// the file the weights are read from (their pages are given back after each layer)
+    file: &'a Gguf,
+    /// how many times a pass came to each layer's weights from elsewhere (`pass`)
+    visits: Vec<AtomicU32>,
+    /// the layer the last stage ran (`usize::MAX`: none yet)
+    current: AtomicUsize,
     tok_embd: Weight<'a>,
     per_layer_embd: Option<PerLayerEmbd<'a>>,
     output: Option<Weight<'a>>,
@@ -399,6 +414,9 @@ impl<'a> Model<'a> {
             }
         }
         Ok(Model {
+            file: g,
+            visits: (0..layers.len()).map(|_| AtomicU32::new(0)).collect(),
+            current: AtomicUsize::new(usize::MAX),
             cfg: Config { n_vocab, ..cfg },
             tok_embd,
             per_layer_embd,
@@ -425,51 +443,12 @@ impl<'a> Model<'a> {
     /// Logits of positions `first..T` ((T − first) × n_vocab): the output projection, the
     /// largest matmul of a small model, runs only for the positions a caller scores.
     pub fn forward_from(&self, tokens: &[u32], first: usize) -> Result<Vec<f32>, ModelError> {
-        self.forward_observed(tokens, first, &mut |_, _| {})
-    }
-
-    /// As [`Model::forward_from`], calling `obs(weight_name, input)` with the T × cols input
-    /// of every matmul weight (for imatrix computation).
-    pub fn forward_observed(
-        &self,
-        tokens: &[u32],
-        first: usize,
-        obs: &mut dyn FnMut(&str, &[f32]),
-    ) -> Result<Vec<f32>, ModelError> {
         let t_n = tokens.len();
         if t_n == 0 || first >= t_n {
             return Err(ModelError::Empty);
         }
-        let mut b = self.embed(&[tokens])?;
-        for li in 0..self.layers.len() {
-            let own = |p: Proj| self.weight(li, p).expect("a stage asks for the weights its layer has");
-            let h = self.layer_attn_in(li, &b);
-            for p in [Proj::Q, Proj::K, Proj::V] {
-                if self.weight(li, p).is_some() {
-                    obs(&p.tensor(li), &h);
-                }
-            }
-            let att = self.layer_attention(li, &h, &mut b, &own);
-            obs(&Proj::O.tensor(li), &att);
-            let h = self.layer_attn_out(li, &mut b, &att, &own);
-            for p in [Proj::Gate, Proj::Up] {
-                obs(&p.tensor(li), &h);
-            }
-            let g = self.layer_ffn_act(li, &h, &own);
-            obs(&Proj::Down.tensor(li), &g);
-            self.layer_ffn_out(li, &mut b, &g, &own);
-        }
-        let (c, d) = (&self.cfg, self.cfg.n_embd);
-        let mut h = vec![0f32; t_n * d];
-        rms_norm(&b.x, &self.out_norm, c.eps, &mut h);
-        let hs: &[f32] = &h[first * d..];
-        let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
-        let mut logits = vec![0f32; hs.len() / d * out_w.rows];
-        out_w.matmul(self.products, hs, &mut logits);
-        if let Some(cap) = c.final_softcap {
-            softcap(&mut logits, cap);
-        }
-        Ok(logits)
+        let states = self.pass(&[Run { seqs: vec![tokens.to_vec()], first }], &mut |_, _, _| {}, &mut |_| {})?;
+        Ok(self.logits(&states[0]))
     }
 
     /// The layers.
@@ -522,6 +501,7 @@ impl<'a> Model<'a> {
 
     /// Stage 1 of layer `li`: the attention's input (the normed hidden states), what q/k/v read.
     pub fn layer_attn_in(&self, li: usize, b: &Batch) -> Vec<f32> {
+        self.enter(li);
         let mut h = vec![0f32; b.x.len()];
         rms_norm(&b.x, &self.layers[li].attn_norm, self.cfg.eps, &mut h);
         h
@@ -540,6 +520,7 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
+        self.enter(li);
         let (c, layer, sh) = (&self.cfg, &self.layers[li], &self.cfg.layers[li]);
         let (t_n, len) = (h.len() / c.n_embd, b.len);
         let hd = sh.head_dim;
@@ -614,6 +595,7 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
+        self.enter(li);
         let (c, layer) = (&self.cfg, &self.layers[li]);
         let mut o = self.add_residual(b, w(Proj::O), att, layer.attn_post_norm.as_deref());
         rms_norm(&b.x, &layer.ffn_norm, c.eps, &mut o);
@@ -625,16 +607,21 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
+        self.enter(li);
         let c = &self.cfg;
         let (t_n, n_ff) = (h.len() / c.n_embd, c.layers[li].n_ff);
         let mut g = vec![0f32; t_n * n_ff];
         let mut u = vec![0f32; t_n * n_ff];
         w(Proj::Gate).matmul(self.products, h, &mut g);
         w(Proj::Up).matmul(self.products, h, &mut u);
-        match c.act {
-            Act::Silu => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
-            Act::GeluTanh => g.par_iter_mut().zip(&u).for_each(|(a, b)| *a = ops::gelu_ggml(*a) * b),
-        }
+        // a task per run of values (not per value: the closure call per value cost more than
+        // the activation's arithmetic)
+        const RUN: usize = 1 << 14;
+        let act = c.act;
+        g.par_chunks_mut(RUN).zip(u.par_chunks(RUN)).for_each(|(g, u)| match act {
+            Act::Silu => g.iter_mut().zip(u).for_each(|(a, b)| *a = *a / (1.0 + (-*a).exp()) * b),
+            Act::GeluTanh => g.iter_mut().zip(u).for_each(|(a, b)| *a = ops::gelu_ggml(*a) * b),
+        });
         g
     }
 
@@ -644,6 +631,7 @@ impl<'a> Model<'a> {
     where
         'a: 'w,
     {
+        self.enter(li);
         let layer = &self.layers[li];
         self.add_residual(b, w(Proj::Down), g, layer.ffn_post_norm.as_deref());
         if let (Some(pl), Some(inputs)) = (&layer.per_layer, &b.per_layer) {
