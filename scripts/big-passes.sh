@@ -23,10 +23,9 @@ case $widths in
   72b) model_layers=80 ;;
   *) echo "WIDTHS=$widths: expected 7b, 32b or 72b" >&2; exit 2 ;;
 esac
-venv=.cache/llama/venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null ||
-  "$venv/bin/pip" install --quiet numpy "$(bash scripts/llama-cpp.sh --src)/gguf-py"
+# shellcheck source=scripts/fixtures.sh
+. scripts/fixtures.sh
+python=$PWD/$(gguf_venv)
 if [ -z "${BIN:-}" ]; then cargo build --release --quiet; fi
 bin=${BIN:-target/release/kaiju-tui}
 models=.cache/models
@@ -36,7 +35,7 @@ qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
 work=${WORK:-.cache/big-passes/$widths-$layers}
 mkdir -p "$work"
 [ -f "$work/slice-f16.gguf" ] ||
-  (cd scripts && "../$venv/bin/python" feedback-slice.py "../$models/qwen2.5-coder-0.5b-f16.gguf" "../$work" "$layers" "$widths")
+  (cd scripts && "$python" feedback-slice.py "../$models/qwen2.5-coder-0.5b-f16.gguf" "../$work" "$layers" "$widths")
 calib=assets/calib/calib.txt
 text=$work/gate.txt
 [ -f "$text" ] || bash scripts/eval-text.sh "$text" >/dev/null

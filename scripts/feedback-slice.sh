@@ -15,11 +15,9 @@ cd "$(dirname "$0")/.."
 chunks=${CHUNKS:-}
 seq=${SEQ:-}
 layers=${LAYERS:-2}
-venv=.cache/llama/venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# gguf-py as the pinned sdist vendors it (not whatever version the registry has today)
-"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null ||
-  "$venv/bin/pip" install --quiet numpy "$(bash scripts/llama-cpp.sh --src)/gguf-py"
+# shellcheck source=scripts/fixtures.sh
+. scripts/fixtures.sh
+python=$(gguf_venv)
 cargo build --release --quiet
 models=.cache/models
 qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
@@ -27,7 +25,7 @@ qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
   target/release/kaiju-tui convert --to f16 "$qwen" "$models/qwen2.5-coder-0.5b-f16.gguf"
 work=${WORK:-.cache/feedback-slice}
 mkdir -p "$work"
-[ -f "$work/slice-f16.gguf" ] || "$venv/bin/python" scripts/feedback-slice.py "$models/qwen2.5-coder-0.5b-f16.gguf" "$work" "$layers"
+[ -f "$work/slice-f16.gguf" ] || "$python" scripts/feedback-slice.py "$models/qwen2.5-coder-0.5b-f16.gguf" "$work" "$layers"
 run() {
   local name=$1; shift
   /usr/bin/time -f "%e %M" -o "$work/$name.time" target/release/kaiju-tui --encode --quiet \

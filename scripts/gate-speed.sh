@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The distributional gate's speed against llama.cpp's: model-tokens per second of our gate
-# (`kaiju-tui gate --ref`, which runs both models over each chunk: the fixture's own file as the
+# (`kaiju-tui gate --ref`, which runs each of the two models once over every chunk: the fixture's own file as the
 # knot and its f16 as the reference, as a real gate runs a knot against its f16 truth; its
 # `model_tokens_per_s`) and of `llama-perplexity` (one model: the f16), on the same
 # f16 files, text, context, chunks and threads. (The gate refuses an f16 as its own reference:
@@ -13,20 +13,17 @@ cd "$(dirname "$0")/.."
 chunks=${CHUNKS:-8}
 ctx=${CTX:-512}
 threads=${THREADS:-$(nproc)}
+# shellcheck source=scripts/fixtures.sh
+. scripts/fixtures.sh
 bin=$(bash scripts/llama-cpp.sh llama-perplexity)
 cargo build --release --quiet
-models=.cache/models
-smol=$(bash scripts/fetch-smollm2.sh "$models" | tail -1)
-qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
-[ -f "$models/smollm2-135m-f16.gguf" ] || target/release/kaiju-tui convert --to f16 "$smol" "$models/smollm2-135m-f16.gguf"
-[ -f "$models/qwen2.5-coder-0.5b-f16.gguf" ] ||
-  target/release/kaiju-tui convert --to f16 "$qwen" "$models/qwen2.5-coder-0.5b-f16.gguf"
+fixture_f16s
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bash scripts/eval-text.sh "$work/text.txt" >/dev/null
 printf '| model | ours: model-tokens/s (2 models) | llama-perplexity: tokens/s (1 model) | ours / llama.cpp |\n|---|---|---|---|\n'
-for m in "smollm2-135m:$smol:$models/smollm2-135m-f16.gguf:shared/fixtures/smollm2/smollm2-135m.qspec.json" \
-         "qwen2.5-coder-0.5b:$qwen:$models/qwen2.5-coder-0.5b-f16.gguf:assets/qwen05/qwen2.5-coder-0.5b.qspec.json"; do
+for m in "smollm2-135m:$smol:$smol_f16:shared/fixtures/smollm2/smollm2-135m.qspec.json" \
+         "qwen2.5-coder-0.5b:$qwen:$qwen_f16:assets/qwen05/qwen2.5-coder-0.5b.qspec.json"; do
   IFS=: read -r name knot f16 qspec <<<"$m"
   [ -f "$qspec" ] || qspec=../$qspec
   RAYON_NUM_THREADS=$threads target/release/kaiju-tui gate --knot "$knot" --qspec "$qspec" --ref "$f16" \

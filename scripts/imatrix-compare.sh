@@ -14,28 +14,22 @@ chunks=${CHUNKS:-8}
 ctx=${CTX:-512}
 threads=${THREADS:-$(nproc)}
 text=${TEXT:-assets/calib/calib.txt}
+# shellcheck source=scripts/fixtures.sh
+. scripts/fixtures.sh
 bin=$(bash scripts/llama-cpp.sh llama-imatrix)
-venv=.cache/llama/venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import gguf, numpy" 2>/dev/null ||
-  "$venv/bin/pip" install --quiet numpy "$(bash scripts/llama-cpp.sh --src)/gguf-py"
+python=$(gguf_venv)
 cargo build --release --quiet
-models=.cache/models
-smol=$(bash scripts/fetch-smollm2.sh "$models" | tail -1)
-qwen=$(bash scripts/fetch-qwen05.sh "$models" | tail -1)
-[ -f "$models/smollm2-135m-f16.gguf" ] || target/release/kaiju-tui convert --to f16 "$smol" "$models/smollm2-135m-f16.gguf"
-[ -f "$models/qwen2.5-coder-0.5b-f16.gguf" ] ||
-  target/release/kaiju-tui convert --to f16 "$qwen" "$models/qwen2.5-coder-0.5b-f16.gguf"
+fixture_f16s
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf '| model | entries | median rel. diff | max rel. diff (tensor) | ours: tokens/s, peak RSS | llama-imatrix: tokens/s, peak RSS | ours / llama.cpp |\n|---|---|---|---|---|---|---|\n'
-for m in "smollm2-135m:$models/smollm2-135m-f16.gguf" "qwen2.5-coder-0.5b:$models/qwen2.5-coder-0.5b-f16.gguf"; do
+for m in "smollm2-135m:$smol_f16" "qwen2.5-coder-0.5b:$qwen_f16"; do
   IFS=: read -r name f16 <<<"$m"
   /usr/bin/time -f "%e %M" -o "$work/ours.time" env RAYON_NUM_THREADS="$threads" target/release/kaiju-tui imatrix \
     --model "$f16" --text "$text" --ctx "$ctx" --chunks "$chunks" --out "$work/ours.gguf" > "$work/ours.log" 2>&1
   /usr/bin/time -f "%e %M" -o "$work/theirs.time" "$bin/llama-imatrix" -m "$f16" -f "$text" -c "$ctx" \
     --chunks "$chunks" -t "$threads" -o "$work/theirs.gguf" > "$work/theirs.log" 2>&1
-  "$venv/bin/python" - "$name" "$work" "$((chunks * ctx))" <<'PY'
+  "$python" - "$name" "$work" "$((chunks * ctx))" <<'PY'
 import sys
 import numpy as np
 from gguf import GGUFReader

@@ -462,3 +462,36 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The local feeder computes the imatrix with `kaiju-tui imatrix` (one layer-major pass) when
+/// the model's folder holds a calibration text and no imatrix: the persisted imatrix has an
+/// entry for every matmul, over the feeder's 8 chunks of 512.
+#[test]
+fn the_local_feeder_computes_the_imatrix_layer_by_layer() {
+    let d = tempfile::tempdir().unwrap();
+    let (root, cfg) = seeded_demo_root(d.path());
+    let hf = cfg.hf_dir.join(kaiju::commands::demo::SMOL_HF);
+    for e in std::fs::read_dir(&hf).unwrap().flatten() {
+        if e.file_name().to_string_lossy().contains("imatrix") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    std::fs::copy(common::asset("assets/calib/calib.txt"), hf.join("calib.txt")).unwrap();
+    let r = root.to_str().unwrap();
+    let o = run(
+        &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "submit", "smollm2-135m", "--feeder", "--submit"],
+        &root,
+    );
+    assert!(o.status.success(), "{o:?}");
+    wait_for_builds(&root);
+    let log: String = std::fs::read_dir(root.join("builds"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path().join("log.txt")).unwrap_or_default())
+        .collect();
+    assert!(log.contains("computing imatrix (kaiju-tui imatrix, layer by layer)"), "{log}");
+    let im =
+        kaiju::dataplane::imatrix::Imatrix::load(root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix"))
+            .unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert_eq!((im.entries.len(), im.chunk_count), (210, Some(8)), "{log}");
+}

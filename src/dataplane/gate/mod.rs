@@ -92,6 +92,8 @@ pub struct GateOutcome {
     /// How many cases are inconclusive (their verdict rests on the thresholds).
     pub inconclusive: usize,
     pub load_seconds: f64,
+    /// the passes over both models (each one layer-major pass: the argmax cases, the text's
+    /// chunks and the perplexity text together) and the cases' logits
     pub forward_seconds: f64,
     /// the load's CPU seconds, every thread's (the distributional check's are in `quality`)
     pub load_cpu_seconds: f64,
