@@ -92,3 +92,43 @@ fn tokenize_takes_whitespace_and_names_an_empty_file() {
     assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
     assert!(err.contains("t.txt: the text is empty (0 bytes)"), "{err}");
 }
+
+/// A vocabulary whose `token_type` array is longer than its tokens, or holds a type llama.cpp
+/// does not have, is refused naming the file and the field (it panicked with an index out of
+/// bounds), by `tokenize` and by every loader of the tokenizer.
+#[test]
+fn a_token_type_array_that_does_not_fit_its_tokens_is_refused() {
+    use kaiju::dataplane::gguf::{value::T_I32, Value};
+    let d = tempfile::tempdir().unwrap();
+    let src = common::asset("tests/golden/forward/qwen2.gguf");
+    let text = d.path().join("t.txt");
+    std::fs::write(&text, "hello world").unwrap();
+    for (name, extra, want) in [("long.gguf", 7i32, "types for 320 tokens"), ("range.gguf", 99, "type 99")] {
+        let out = d.path().join(name);
+        common::gguf_copy(&src, &out, None, |meta| {
+            for (k, v) in meta.iter_mut() {
+                if k == "tokenizer.ggml.token_type" {
+                    let Value::Array(_, items) = v else { panic!("token_type is an array") };
+                    let mut t: Vec<Value> = items.iter().map(|i| Value::I32(i.as_u64().unwrap() as i32)).collect();
+                    if extra == 99 {
+                        t[5] = Value::I32(99);
+                    } else {
+                        t.push(Value::I32(extra));
+                    }
+                    *v = Value::Array(T_I32, t);
+                }
+            }
+        });
+        let o = std::process::Command::new(common::bin())
+            .args(["tokenize", "--model"])
+            .arg(&out)
+            .arg(&text)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(name) && err.contains("tokenizer.ggml.token_type") && err.contains(want), "{name}: {err}");
+        let g = kaiju::dataplane::gguf::Gguf::open(&out).unwrap();
+        assert!(kaiju::dataplane::gate::tokenizer::Tokenizer::from_gguf(&g).is_err(), "{name}");
+    }
+}

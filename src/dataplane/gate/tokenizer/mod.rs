@@ -38,6 +38,8 @@ pub enum TokenizerError {
     Missing(String, &'static str),
     #[error("{0}: tokenizer.ggml.pre = {1:?} is not a pre-tokenizer the gate knows ({known})", known = PreTokenizer::KNOWN)]
     Pre(String, String),
+    #[error("{0}: tokenizer.ggml.{1}: {2}")]
+    Malformed(String, &'static str, String),
 }
 
 /// Which algorithm turns a piece into ids.
@@ -201,6 +203,14 @@ impl Tokenizer {
             Some(Value::Array(_, t)) => t.iter().map(|v| v.as_u64().unwrap_or(1)).collect(),
             _ => Vec::new(),
         };
+        // one type per token, each one of llama.cpp's (undefined 0 … byte 6)
+        let bad = |msg: String| TokenizerError::Malformed(path.clone(), "token_type", msg);
+        if !types.is_empty() && types.len() != tokens.len() {
+            return Err(bad(format!("{} types for {} tokens; expected one per token", types.len(), tokens.len())));
+        }
+        if let Some((i, t)) = types.iter().enumerate().find(|&(_, &t)| t > 6) {
+            return Err(bad(format!("token {i} has type {t}; expected 0 to 6")));
+        }
         // phi-3 strips the whitespace after its special tokens (llama.cpp, by the model's name)
         let name = g.get_str("general.name").unwrap_or("").to_lowercase();
         let phi3 = name.contains("phi-3") || name.contains("phi3");
