@@ -39,6 +39,15 @@ fn seeded_root(dir: &Path, raw: kaiju::config::RawConfig) -> (std::path::PathBuf
     (root, cfg)
 }
 
+/// Every build's log under `root`, one after another.
+fn build_logs(root: &Path) -> String {
+    std::fs::read_dir(root.join("builds"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path().join("log.txt")).unwrap_or_default())
+        .collect()
+}
+
 fn wait_for_builds(root: &Path) {
     for _ in 0..600 {
         let mut busy = false;
@@ -319,11 +328,7 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     let a = run(&args(&["--submit"]), &root);
     assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
     wait_for_builds(&root);
-    let log: String = std::fs::read_dir(root.join("builds"))
-        .unwrap()
-        .flatten()
-        .map(|e| std::fs::read_to_string(e.path().join("log.txt")).unwrap_or_default())
-        .collect();
+    let log = build_logs(&root);
     for k in ["knot", "telemetry.json", "gate.log"] {
         assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.{k}")).exists(), "{k} shipped; logs:\n{log}");
     }
@@ -484,11 +489,7 @@ fn the_local_feeder_computes_the_imatrix_layer_by_layer() {
     );
     assert!(o.status.success(), "{o:?}");
     wait_for_builds(&root);
-    let log: String = std::fs::read_dir(root.join("builds"))
-        .unwrap()
-        .flatten()
-        .map(|e| std::fs::read_to_string(e.path().join("log.txt")).unwrap_or_default())
-        .collect();
+    let log = build_logs(&root);
     assert!(log.contains("computing imatrix (kaiju-tui imatrix, layer by layer)"), "{log}");
     let im =
         kaiju::dataplane::imatrix::Imatrix::load(root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix"))

@@ -228,13 +228,8 @@ pub struct GateJob {
     pub telemetry: Option<PathBuf>,
 }
 
-/// The run that measures ctx-`ctx` perplexity over `chunks` chunks of `text`.
-fn ppl_run(text: &text::Text, ctx: usize, chunks: usize) -> model::Run {
-    quality::text_run(text, ctx, chunks)
-}
-
 /// ctx-`ctx` perplexity over `chunks` chunks of `text`, from the model's final hidden states
-/// at each chunk's scored positions (`Model::pass` over [`ppl_run`]), scoring the second half
+/// at each chunk's scored positions (`Model::pass` over `quality::text_run`), scoring the second half
 /// of each chunk as llama.cpp's perplexity tool does. Returns (ppl, scored).
 fn perplexity_of(m: &Model, states: &[f32], text: &text::Text, ctx: usize, chunks: usize) -> (f64, usize) {
     let first = text::first_scored(ctx);
@@ -411,7 +406,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
     });
     let ref_runs = runs.clone();
     let ppl_at = ppl_text.as_ref().map(|(text, chunks)| {
-        runs.push(ppl_run(text, PPL_CTX, *chunks));
+        runs.push(quality::text_run(text, PPL_CTX, *chunks));
         runs.len() - 1
     });
     let passes = Stopwatch::start();

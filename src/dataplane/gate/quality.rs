@@ -230,29 +230,6 @@ pub fn text_run(text: &Text, ctx: usize, chunks: usize) -> Run {
     Run { seqs: (0..chunks).map(|c| text.chunk(c, ctx)).collect(), first: first_scored(ctx) }
 }
 
-/// Run both models over `max_chunks` chunks (0: all) of `text`, each in one layer-major pass
-/// (`Model::pass`), and compare them. `progress(model, layer, layers)` is called after each
-/// layer of each model's pass.
-pub fn compare(
-    reference: &Model,
-    knot: &Model,
-    text: &Text,
-    ctx: usize,
-    max_chunks: usize,
-    progress: &mut dyn FnMut(&str, usize, usize),
-) -> Result<Quality, GateError> {
-    let sw = Stopwatch::start();
-    let chunks = text.chunks(ctx, max_chunks)?;
-    let run = [text_run(text, ctx, chunks)];
-    let mut states = |m: &Model, what: &str| -> Result<Vec<f32>, GateError> {
-        let n = m.n_layer();
-        Ok(m.pass(&run, &mut |_, _, _| {}, &mut |l| progress(what, l, n))?.remove(0))
-    };
-    let hr = states(reference, "f16")?;
-    let hk = states(knot, "knot")?;
-    score(reference, knot, &hr, &hk, text, ctx, chunks, sw)
-}
-
 /// The figures of the knot against its reference over `chunks` chunks of `text`, from both
 /// models' final hidden states at each chunk's scored positions (`Model::pass` over
 /// [`text_run`]): each chunk's logits of both models computed and scored in turn, so that only
