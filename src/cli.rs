@@ -67,11 +67,11 @@ pub struct EncodeArgs {
     #[arg(long)]
     pub telemetry: Option<PathBuf>,
     /// scale codes searched on each side of the estimate (quality/speed; 0 to 8)
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::codec::kaiju1::MAX_SEARCH as i64))]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::codec::kaiju1::MAX_SEARCH as i64), allow_negative_numbers = true)]
     pub search: u8,
     /// Voronoi modulus q of the codebook Λ24/qΛ24: 3 = 1.92 bpw, 4 = 2.25 (default), 5 = 2.58,
     /// 6 = 2.92, 8 = 3.25, 10 = 3.58, 12 = 3.92, 16 = 4.25
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true)]
     pub modulus: u32,
     /// choices overriding --modulus: KIND[@LAYERS]=Q|keep, e.g. attn_v=6,ffn_down@0-3=8,
     /// '*@0=keep' (keep = the base knot's tensor); later rules win
@@ -96,12 +96,12 @@ pub struct EncodeArgs {
     /// empty value encodes without (the cloud build's `_CALIB_TEXT` switched off)
     #[arg(long, value_parser = path_or_empty)]
     pub calib_text: Option<PathBuf>,
-    /// chunks of 512 tokens of --calib-text to use (at least 1)
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = at_least(1))]
+    /// chunks of 512 tokens of --calib-text to use (1 to 1024; at most what the text holds)
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CHUNKS, requires = "calib_text", value_parser = calib_chunks, allow_negative_numbers = true)]
     pub calib_chunks: usize,
     /// under --calib-text: tokens per calibration sequence (32 to 2048): the chunks' tokens run
     /// as that many shorter (or fewer longer) sequences, spread evenly over the text
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_SEQ, requires = "calib_text", value_parser = seq_len)]
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_SEQ, requires = "calib_text", value_parser = seq_len, allow_negative_numbers = true)]
     pub calib_seq: usize,
     /// under --calib-text: which weights compute each later matmul's calibration inputs, and
     /// what each tensor is aimed at: `asymmetric` (default: the inputs as the knot will give
@@ -125,7 +125,7 @@ pub struct EncodeArgs {
     /// encoded, and keeps the new points only where they lower the loss; a fifth more encode
     /// time on Qwen2.5-Coder-0.5B, 30% at 7B width, and half an n × n matrix more in memory;
     /// docs/BENCHMARKS.md, "Block coordinate descent after the feedback")
-    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64))]
+    #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64), allow_negative_numbers = true)]
     pub calib_refine: u8,
     /// under --calib-text: how the calibration's forward passes multiply: `f32` (default), `bf16`
     /// (bf16 operands, f32 sums: twice the multiply-adds per instruction on a CPU with
@@ -136,7 +136,7 @@ pub struct EncodeArgs {
     #[arg(long, default_value = "f32", value_parser = ["auto", "f32", "bf16"], requires = "calib_text")]
     pub calib_products: String,
     /// worker threads (default: all cores)
-    #[arg(long)]
+    #[arg(long, value_parser = at_least(1), allow_negative_numbers = true)]
     pub threads: Option<usize>,
     /// no progress output
     #[arg(long)]
@@ -173,7 +173,7 @@ pub enum Cmd {
         #[arg(long, conflicts_with = "json")]
         timeline: bool,
         /// chart the plan with this many encode slots instead of [watch] encode_slots
-        #[arg(long, value_name = "N", requires = "timeline", value_parser = clap::value_parser!(u8).range(1..=16))]
+        #[arg(long, value_name = "N", requires = "timeline", value_parser = clap::value_parser!(u8).range(1..=16), allow_negative_numbers = true)]
         slots: Option<u8>,
         #[command(flatten)]
         at: CampaignOpts,
@@ -315,25 +315,25 @@ pub enum Cmd {
         #[arg(long, value_name = "FILE")]
         text: Option<PathBuf>,
         /// context of each chunk of the text; its second half is scored
-        #[arg(long, default_value_t = crate::dataplane::gate::DEFAULT_CTX, value_parser = at_least(4))]
+        #[arg(long, default_value_t = crate::dataplane::gate::DEFAULT_CTX, value_parser = at_least(4), allow_negative_numbers = true)]
         ctx: usize,
         /// at most this many chunks (0: the whole text)
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = at_least(0), allow_negative_numbers = true)]
         chunks: usize,
         /// fail when the mean KL divergence exceeds this (default: [gate] kld_max)
-        #[arg(long)]
+        #[arg(long, value_parser = above_zero, allow_negative_numbers = true)]
         kld_max: Option<f64>,
         /// fail when top-1 agreement is under this percentage (default: [gate] top1_min)
-        #[arg(long)]
+        #[arg(long, value_parser = percentage, allow_negative_numbers = true)]
         top1_min: Option<f64>,
         /// fail when PPL(knot)/PPL(f16) exceeds this (default: [gate] ppl_ratio_max)
-        #[arg(long)]
+        #[arg(long, value_parser = above_zero, allow_negative_numbers = true)]
         ppl_ratio_max: Option<f64>,
         /// a case the knot fails by taking the f16's runner-up, where the f16 chose the expected
         /// token by less than this many logits, is INCONCLUSIVE, not FAIL, and the verdict rests
         /// on the thresholds (needs --ref, --text and a threshold; default: [gate]
         /// argmax_min_margin; unset: every case strict)
-        #[arg(long, value_name = "LOGITS")]
+        #[arg(long, value_name = "LOGITS", value_parser = logits, allow_negative_numbers = true)]
         argmax_min_margin: Option<f32>,
         /// further argmax cases, TOKENS=EXPECT=REJECT joined by '+' (the build's _GATE_CASES)
         #[arg(long, default_value = "")]
@@ -342,10 +342,10 @@ pub enum Cmd {
         #[arg(long)]
         ppl_text: Option<PathBuf>,
         /// fail the gate when perplexity exceeds this
-        #[arg(long)]
+        #[arg(long, value_parser = above_zero, allow_negative_numbers = true)]
         ppl_max: Option<f64>,
         /// at most this many 128-token chunks
-        #[arg(long, default_value_t = 16, value_parser = at_least(1))]
+        #[arg(long, default_value_t = 16, value_parser = at_least(1), allow_negative_numbers = true)]
         ppl_chunks: usize,
         /// human-readable gate log (default: next to the knot, <knot>.gate.log)
         #[arg(long)]
@@ -378,10 +378,10 @@ pub enum Cmd {
         #[arg(long)]
         out: PathBuf,
         /// at most this many chunks (0: every whole chunk of the text, as llama-imatrix)
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = at_least(0), allow_negative_numbers = true)]
         chunks: usize,
         /// tokens per chunk (llama-imatrix's -c)
-        #[arg(long, default_value_t = 512, value_parser = at_least(4))]
+        #[arg(long, default_value_t = 512, value_parser = at_least(4), allow_negative_numbers = true)]
         ctx: usize,
     },
     /// Derive an argmax qspec from an f16 model's own greedy next token on each prompt, with
@@ -398,7 +398,7 @@ pub enum Cmd {
         /// refuse a prompt on which the f16's top-1 logit leads its top-2 by less than this:
         /// such a case is a coin toss for any knot, not a test of damage (without it, prompts
         /// under 1 logit are reported LOW)
-        #[arg(long, value_name = "LOGITS")]
+        #[arg(long, value_name = "LOGITS", value_parser = logits, allow_negative_numbers = true)]
         min_margin: Option<f32>,
         /// write the qspec here (default: stdout)
         #[arg(long)]
@@ -478,12 +478,42 @@ fn path_or_empty(s: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(s))
 }
 
-/// A count of at least `min`, refused by the option's name otherwise.
+/// A count of at least `min`, refused by the option's name otherwise (clap names it).
 fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
     move |s: &str| match s.parse::<usize>() {
         Ok(n) if n >= min => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            Err(format!("expected a whole number of at least {min} (this one is too large to count)"))
+        }
         _ => Err(format!("expected a whole number of at least {min}")),
     }
+}
+
+/// `--calib-chunks` ([`parse_chunks`](crate::dataplane::encode::feedback::parse_chunks)).
+fn calib_chunks(s: &str) -> Result<usize, String> {
+    use crate::dataplane::encode::feedback::{chunks_expected, parse_chunks};
+    parse_chunks(s).ok_or_else(|| format!("expected {}", chunks_expected()))
+}
+
+/// A threshold: a finite number above 0 (NaN, infinities, 0 and negatives make no limit).
+fn above_zero(s: &str) -> Result<f64, String> {
+    s.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| "expected a finite number above 0".into())
+}
+
+/// A top-1 agreement threshold: a percentage above 0 and at most 100.
+fn percentage(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 100.0)
+        .ok_or_else(|| "expected a percentage above 0 and at most 100".into())
+}
+
+/// A margin between two logits: a finite number above 0.
+fn logits(s: &str) -> Result<f32, String> {
+    s.parse::<f32>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| "expected a finite logit difference above 0".into())
 }
 
 /// A calibration sequence length (`--calib-seq`; `feedback::parse_seq`).

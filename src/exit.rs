@@ -32,8 +32,10 @@ pub fn error_line(e: &anyhow::Error) -> String {
 /// Map an error to the documented exit code.
 pub fn code_of(e: &anyhow::Error) -> u8 {
     for c in e.chain() {
+        // an output path that is an input, twice named or in no folder: an option that makes no sense
         if c.downcast_ref::<ConfigError>().is_some()
             || c.downcast_ref::<crate::controlplane::campaign::queue::QueueError>().is_some()
+            || c.downcast_ref::<crate::fsutil::OutputError>().is_some()
         {
             return CONFIG;
         }

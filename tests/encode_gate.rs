@@ -311,7 +311,7 @@ fn an_output_that_is_an_input_is_refused() {
         assert_eq!(
             e,
             format!(
-                "--out {} is the base input {}: refusing to overwrite an input; write elsewhere",
+                "--out {} is also --base {}: an output never replaces what the command reads",
                 out.display(),
                 base.display()
             )

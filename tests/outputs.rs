@@ -16,9 +16,11 @@ fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
     s.as_ref()
 }
 
-fn refused(o: &Output, names: &[&str]) {
+/// Refused with `code` (2: an output path that makes no sense, as the README's exit codes have
+/// it; 1: a file that is not what it should be, or a write that fails), each of `names` said.
+fn refused(o: &Output, code: i32, names: &[&str]) {
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "{o:?}");
+    assert_eq!(o.status.code(), Some(code), "{o:?}");
     for n in names {
         assert!(e.contains(n), "the error names {n}: {e}");
     }
@@ -48,7 +50,7 @@ fn mint_gate_never_writes_over_its_f16_nor_makes_folders() {
             os("--out"),
             out.as_os_str(),
         ]);
-        refused(&o, &["--out", "--f16"]);
+        refused(&o, 2, &["--out", "--f16"]);
         assert_eq!(bytes(&f16), before, "the f16 is untouched");
     }
     let missing = d.path().join("no/such/q.json");
@@ -61,7 +63,7 @@ fn mint_gate_never_writes_over_its_f16_nor_makes_folders() {
         os("--out"),
         missing.as_os_str(),
     ]);
-    refused(&o, &["does not exist"]);
+    refused(&o, 2, &["does not exist"]);
     assert!(!d.path().join("no").exists(), "no folder made");
 }
 
@@ -93,7 +95,7 @@ fn the_gate_never_writes_over_its_inputs_nor_replaces_a_foreign_telemetry() {
         if flag != "--log" {
             args.extend([os("--log"), log.as_os_str()]);
         }
-        refused(&gate(&args), &[flag, named]);
+        refused(&gate(&args), 2, &[flag, named]);
         assert_eq!(
             (bytes(&knot), bytes(&qspec)),
             (k0.clone(), q0.clone()),
@@ -103,13 +105,13 @@ fn the_gate_never_writes_over_its_inputs_nor_replaces_a_foreign_telemetry() {
     }
     let log = d.path().join("g.log");
     let o = gate(&[os("--log"), log.as_os_str(), os("--telemetry"), log.as_os_str()]);
-    refused(&o, &["--telemetry", "--log"]);
+    refused(&o, 2, &["--telemetry", "--log"]);
     // a telemetry file that is not a JSON object: refused, kept as it was
     for foreign in ["[1, 2]", "not json at all"] {
         let tel = d.path().join("t.json");
         std::fs::write(&tel, foreign).unwrap();
         let o = gate(&[os("--telemetry"), tel.as_os_str(), os("--log"), log.as_os_str()]);
-        refused(&o, &["--telemetry", "t.json"]);
+        refused(&o, 1, &["--telemetry", "t.json"]);
         assert_eq!(std::fs::read_to_string(&tel).unwrap(), foreign);
         assert!(!log.exists(), "refused before the gate ran: no log");
     }
@@ -133,7 +135,7 @@ fn convert_never_writes_over_its_input() {
     let before = bytes(&m);
     for out in [&m, &link] {
         let o = run(&[os("convert"), os("--to"), os("f16"), m.as_os_str(), out.as_os_str()]);
-        refused(&o, &["OUTPUT", "INPUT"]);
+        refused(&o, 2, &["OUTPUT", "INPUT"]);
         assert_eq!(bytes(&m), before);
     }
 }
@@ -157,7 +159,7 @@ fn an_encode_whose_telemetry_cannot_be_written_keeps_the_old_knot() {
         .args(["--telemetry", "/proc/self/tel.json"])
         .output()
         .unwrap();
-    refused(&o, &["--telemetry", "/proc/self"]);
+    refused(&o, 2, &["--telemetry", "/proc/self"]);
     assert_eq!(bytes(&out), b"the knot shipped last week");
     let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(left.len(), 1, "no temp file left: {left:?}");

@@ -95,7 +95,7 @@ fn tokenize_takes_whitespace_and_names_an_empty_file() {
 
 /// A vocabulary whose `token_type` array is longer than its tokens, or holds a type llama.cpp
 /// does not have, is refused naming the file and the field (it panicked with an index out of
-/// bounds), by `tokenize` and by every loader of the tokenizer.
+/// bounds), by `tokenize` and by every loader of the tokenizer; so is a vocabulary with no tokens.
 #[test]
 fn a_token_type_array_that_does_not_fit_its_tokens_is_refused() {
     use kaiju::dataplane::gguf::{value::T_I32, Value};
@@ -131,4 +131,18 @@ fn a_token_type_array_that_does_not_fit_its_tokens_is_refused() {
         let g = kaiju::dataplane::gguf::Gguf::open(&out).unwrap();
         assert!(kaiju::dataplane::gate::tokenizer::Tokenizer::from_gguf(&g).is_err(), "{name}");
     }
+    // a gpt2 vocabulary with no tokens at all: refused, not an empty line and exit 0
+    let out = d.path().join("empty.gguf");
+    common::gguf_copy(&src, &out, None, |meta| {
+        for (k, v) in meta.iter_mut() {
+            if k == "tokenizer.ggml.tokens" {
+                *v = Value::Array(kaiju::dataplane::gguf::value::T_STR, Vec::new());
+            }
+        }
+    });
+    let o =
+        std::process::Command::new(common::bin()).args(["tokenize", "--model"]).arg(&out).arg(&text).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!((o.status.code(), o.stdout.is_empty()), (Some(1), true), "{err}");
+    assert!(err.contains("empty.gguf: tokenizer.ggml.tokens: the array is empty"), "{err}");
 }

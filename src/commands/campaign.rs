@@ -45,6 +45,8 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
     // the queue alone: nothing minted or shipped yet
     let p = match c.view() {
         Ok(s) => zoo::plan(&s.rows(&c), &c.cfg.cost),
+        // a queue or config error is the answer, said once
+        Err(e) if e.is_config() => return Err(e.into()),
         Err(e) => {
             log::warn!(target: "config", "{e}: the plan assumes nothing is minted or shipped yet");
             let q = Queue::load(&c.cfg.queue)?;
@@ -55,9 +57,11 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
     if let Some(Cmd::Plan { timeline: true, slots, .. }) = cli.cmd {
         let slots = slots.map(usize::from).unwrap_or(cfg.cost.parallel);
         let width = terminal_width();
-        let name_w = p.models.iter().map(|m| m.id.chars().count()).max().unwrap_or(5).clamp(5, 24);
         let lane_w = if slots > 1 { 8 } else { 0 };
-        let bars = width.saturating_sub(name_w + 1 + lane_w).max(20);
+        // at least 10 columns of bars: a narrow terminal shortens the names first
+        let longest = p.models.iter().map(|m| m.id.chars().count()).max().unwrap_or(5).clamp(5, 24);
+        let name_w = longest.min(width.saturating_sub(lane_w + 1 + 10)).max(5);
+        let bars = width.saturating_sub(name_w + 1 + lane_w).max(10);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let chart = crate::controlplane::campaign::timeline::chart(&p, slots, now, bars);
         println!("plan for {} as a timeline (UTC)", cfg.queue.display());
@@ -85,14 +89,20 @@ pub fn plan(cli: &Cli) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// Columns for a chart: the terminal's, else $COLUMNS, else 100.
+/// Columns for a chart: the terminal's, else $COLUMNS, else 100 ([`chart_width`]).
 fn terminal_width() -> usize {
-    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        if let Ok((w, _)) = crossterm::terminal::size() {
-            return w as usize;
-        }
-    }
-    std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok()).filter(|&w: &usize| w >= 40).unwrap_or(100)
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout()).then(crossterm::terminal::size);
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok());
+    chart_width(tty.and_then(Result::ok).map(|(w, _)| w as usize), columns)
+}
+
+/// The narrowest chart that still says something, and the widest worth drawing.
+pub const CHART_COLUMNS: std::ops::RangeInclusive<usize> = 24..=400;
+
+/// The chart's width: the terminal's, else `$COLUMNS`, else 100, held to [`CHART_COLUMNS`]
+/// (a terminal narrower than 24 columns gets 24, and rows run past its edge only then).
+pub fn chart_width(terminal: Option<usize>, columns: Option<usize>) -> usize {
+    terminal.or(columns).unwrap_or(100).clamp(*CHART_COLUMNS.start(), *CHART_COLUMNS.end())
 }
 
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {

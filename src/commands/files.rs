@@ -34,6 +34,13 @@ pub fn encode(a: &EncodeArgs) -> anyhow::Result<u8> {
             ConfigError::Invalid(format!("--bpw {b:?}: expected bits per weight above 0 and at most 16, e.g. 2.6"))
         })?),
     };
+    if a.calib_text.is_some() {
+        if let Some(w) =
+            crate::dataplane::linalg::products_warning(&a.calib_products, crate::dataplane::linalg::native_bf16())
+        {
+            log::warn!(target: "encode", "{w}");
+        }
+    }
     if a.keep && budget.is_none() {
         anyhow::bail!(ConfigError::Invalid(
             "--keep: only under --bpw (it lets the allocator keep a tensor's base-knot form)".into()

@@ -129,14 +129,64 @@ pub struct CliOverrides {
     pub color: Option<String>,
 }
 
+/// Whether a key's name says it holds a credential: a word of it (split at `_`, `-`, `.`) is
+/// secret, token, password or key. Its value is never quoted in an error.
+pub fn names_a_secret(key: &str) -> bool {
+    key.split(['_', '-', '.']).any(|w| {
+        matches!(w.to_ascii_lowercase().as_str(), "secret" | "token" | "password" | "passwd" | "key" | "apikey")
+    })
+}
+
+/// A TOML error as toml words it (the line quoted under it), except where the error's line, or
+/// any line of the file, holds the value of a key that [`names_a_secret`]: then the line is
+/// named by number and key, and every such value is taken out of the message.
+fn parse_message(text: &str, e: &toml::de::Error) -> String {
+    let key_of = |line: &str| line.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string());
+    let secret_values: Vec<&str> = text
+        .lines()
+        .filter(|l| key_of(l).is_some_and(|k| names_a_secret(&k)))
+        .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().trim_matches('"').trim()))
+        .filter(|v| !v.is_empty())
+        .collect();
+    let line_no = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let line = line_no.and_then(|n| text.lines().nth(n - 1)).unwrap_or("");
+    let mut msg = match key_of(line).filter(|k| names_a_secret(k)) {
+        Some(key) => {
+            // toml's own words, less any `value` they quote (the key's name is kept)
+            let mut what = String::new();
+            for (i, part) in e.message().split('`').enumerate() {
+                if i % 2 == 1 {
+                    what.push('`');
+                    what.push_str(if part == key { part } else { "***" });
+                    what.push('`');
+                } else {
+                    what.push_str(part);
+                }
+            }
+            format!(
+                "line {}: {key}: {} (the line is not shown: the key holds a secret; expected {key} = \"...\")",
+                line_no.unwrap_or(0),
+                what.trim()
+            )
+        }
+        None => e.to_string().trim().to_string(),
+    };
+    for v in secret_values {
+        // a short value would blank ordinary words of the message; the line itself is not shown
+        if v.len() >= 4 {
+            msg = msg.replace(v, "***");
+        }
+    }
+    msg
+}
+
 pub fn default_root() -> PathBuf {
     dirs::data_dir().unwrap_or_else(|| PathBuf::from(".local/share")).join("kaiju-tui")
 }
 
 impl RawConfig {
     pub fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
-        toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: path.into(), msg: e.to_string().trim().to_string() })
+        toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), msg: parse_message(text, &e) })
     }
 
     pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
@@ -233,10 +283,12 @@ impl RawConfig {
             ));
         }
         cost.gate_model_tokens = 2.0 * (self.gate.ctx * self.gate.chunks) as f64;
-        if self.feedback.chunks == 0 {
-            return Err(ConfigError::Invalid(
-                "feedback.chunks = 0: expected at least 1 (or feedback.enabled = false)".into(),
-            ));
+        if !(1..=crate::dataplane::encode::feedback::MAX_CHUNKS).contains(&self.feedback.chunks) {
+            return Err(ConfigError::Invalid(format!(
+                "feedback.chunks = {}: expected {} (or feedback.enabled = false)",
+                self.feedback.chunks,
+                crate::dataplane::encode::feedback::chunks_expected()
+            )));
         }
         if !crate::dataplane::encode::feedback::SEQ_RANGE.contains(&self.feedback.seq) {
             return Err(ConfigError::Invalid(format!(
@@ -473,6 +525,34 @@ mod tests {
         assert!(e.contains("gate.argmax_min_margin = 1.5: needs at least one of gate.kld_max"), "{e}");
         let e = resolve("[gate]\nargmax_min_margin = -1\nkld_max = 0.3\n").unwrap_err();
         assert!(e.contains("gate.argmax_min_margin = -1: expected a finite logit difference above 0"), "{e}");
+        // a value of another type says what the key takes, not serde's enum; the margin takes "off"
+        for bad in ["kld_max = true", "top1_min = [1]", "ppl_ratio_max = { a = 1 }", "argmax_min_margin = true"] {
+            let e = RawConfig::parse(Path::new("c.toml"), &format!("[gate]\n{bad}\n")).unwrap_err().to_string();
+            assert!(e.contains("expected a number, or \"off\"") && !e.contains("enum"), "{bad}: {e}");
+        }
+        let g = resolve("[gate]\nargmax_min_margin = \"off\"\nkld_max = 0.3\n").unwrap();
+        assert_eq!(g.argmax_min_margin, None);
+        assert_eq!(resolve("[gate]\nargmax_min_margin = 2\nkld_max = 1\n").unwrap().argmax_min_margin, Some(2.0));
+    }
+
+    #[test]
+    fn a_config_error_never_quotes_a_secret() {
+        let secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY";
+        for text in [
+            format!("[cloud]\nr2_secret_access_key = \"{secret}\nproject = \"p\"\n"),
+            format!("[cloud]\nr2_secret_access_key = {secret}\n"),
+            format!("[cloud]\nr2_access_key_id = \"{secret}\"\nr2_secret_access_key = 12345678901\n"),
+            format!("[cloud]\nr2_secret_access_key = \"{secret}\"\nr2_secret_access_key = \"{secret}\"\n"),
+            format!("[cloud]\nr2_secret_access_key = \"{secret}\"\nbogus = 1\n"),
+            format!("[cloud]\nr2_secret_access_key = \"{secret}\" x\n"),
+        ] {
+            let e = RawConfig::parse(Path::new("c.toml"), &text).unwrap_err().to_string();
+            assert!(!e.contains(secret) && !e.contains("12345678901") && !e.contains("wJalr"), "{e}");
+            assert!(e.starts_with("c.toml") && e.contains("line "), "the file and line are named: {e}");
+        }
+        // a line that holds no secret is still quoted, as toml shows it
+        let e = RawConfig::parse(Path::new("c.toml"), "[gate]\nkld_max = \"none\"\n").unwrap_err().to_string();
+        assert!(e.contains("kld_max = \"none\""), "{e}");
     }
 
     #[test]

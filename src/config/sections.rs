@@ -103,7 +103,9 @@ pub struct GateConfig {
     pub ppl_ratio_max: Option<f64>,
     /// A case the knot fails by taking the f16's runner-up, where the f16 chose the expected
     /// token by less than this many logits, is inconclusive (a coin toss), and the verdict
-    /// rests on the thresholds above, at least one of which must be set. Unset: every case strict.
+    /// rests on the thresholds above, at least one of which must be set. Unset or `"off"`:
+    /// every case strict.
+    #[serde(deserialize_with = "margin")]
     pub argmax_min_margin: Option<f32>,
     /// context of each chunk, and how many chunks of the text an encode build scores
     pub ctx: usize,
@@ -114,21 +116,37 @@ pub struct GateConfig {
     pub text: Option<PathBuf>,
 }
 
-/// A `[gate]` threshold: a number, or `"off"` (reported, not enforced).
+/// A `[gate]` threshold: a number, or `"off"` (reported, not enforced). Anything else is
+/// refused saying what it got and what the key takes.
 fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Limit {
-        Number(f64),
-        Word(String),
-    }
-    match Limit::deserialize(d)? {
-        Limit::Number(v) => Ok(Some(v)),
-        Limit::Word(w) if w == "off" => Ok(None),
-        Limit::Word(w) => {
-            Err(serde::de::Error::custom(format!("{w:?}: expected a number, or \"off\" (reported, not enforced)")))
+    struct Limit;
+    impl serde::de::Visitor<'_> for Limit {
+        type Value = Option<f64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number, or \"off\" (reported, not enforced)")
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<f64>, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<f64>, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<f64>, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_str<E: serde::de::Error>(self, w: &str) -> Result<Option<f64>, E> {
+            match w {
+                "off" => Ok(None),
+                _ => Err(E::custom(format!("{w:?}: expected a number, or \"off\" (reported, not enforced)"))),
+            }
         }
     }
+    d.deserialize_any(Limit)
+}
+
+/// `argmax_min_margin`: a number of logits, or `"off"` (every case strict), as the thresholds take it.
+fn margin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+    Ok(limit(d)?.map(|v| v as f32))
 }
 
 /// The campaign's damage limits (kld_max, top1_min %, ppl_ratio_max): what `[gate]` enforces

@@ -105,6 +105,17 @@ impl Products {
     }
 }
 
+/// What to say when `--calib-products` asks for bf16 products on a CPU without AVX512_BF16
+/// (`native`: [`native_bf16`]): they run, widened to f32, slower than f32's own kernel; `auto`
+/// would have chosen f32. `None` for any other choice.
+pub fn products_warning(choice: &str, native: bool) -> Option<String> {
+    (choice == "bf16" && !native).then(|| {
+        "--calib-products bf16: this CPU has no AVX512_BF16, so the bf16 products are widened to f32 \
+         and run slower than f32's (auto would choose f32 here)"
+            .to_string()
+    })
+}
+
 /// Whether this CPU has AVX512_BF16's dot product.
 pub fn native_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -711,5 +722,10 @@ mod tests {
         assert_eq!(Products::parse("auto"), Some(Products::auto()));
         assert_eq!(Products::auto() == Products::Bf16, native_bf16());
         assert_eq!(Products::parse("BF16"), None);
+        // bf16 asked for by name where the CPU cannot multiply it natively: said, not silent
+        assert!(products_warning("bf16", false).is_some_and(|w| w.contains("no AVX512_BF16")));
+        for (choice, native) in [("bf16", true), ("auto", false), ("f32", false), ("auto", true)] {
+            assert_eq!(products_warning(choice, native), None, "{choice} {native}");
+        }
     }
 }

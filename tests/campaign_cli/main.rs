@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod local_campaign;
+mod misuse;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -210,7 +211,7 @@ fn the_control_room_names_an_invalid_queue_and_exits_2() {
     assert!(e.contains("queue.txt") && e.contains(":2"), "{e}");
 }
 
-/// `--encode --out B --base B` exits 1 naming the input, and leaves it as it was.
+/// `--encode --out B --base B` exits 2 naming the input, and leaves it as it was.
 #[test]
 fn encode_refuses_to_overwrite_its_base_from_the_command_line() {
     let d = tempfile::tempdir().unwrap();
@@ -227,9 +228,9 @@ fn encode_refuses_to_overwrite_its_base_from_the_command_line() {
         .arg(&base)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains(&format!("--out {} is the base input", base.display())), "{e}");
+    assert!(e.contains(&format!("--out {} is also --base", base.display())), "{e}");
     assert_eq!(std::fs::read(&base).unwrap(), std::fs::read(common::smollm2()).unwrap());
 }
 

@@ -467,10 +467,11 @@ pub fn plan(entries: &[Entry], c: &CostConfig, status: impl Fn(&Entry) -> (bool,
 /// The plan over the estimates of what is left to run (serial and wall-clock hours, cost).
 pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
     Plan {
-        total_hours_serial: models.iter().map(|m| m.hours).sum(),
-        total_hours_parallel: wall_hours(&models, c.parallel),
+        // folded from +0: an empty sum of f64 is -0, which prints as "-0.0 h" and "$-0.00"
+        total_hours_serial: models.iter().fold(0.0, |a, m| a + m.hours),
+        total_hours_parallel: wall_hours(&models, c.parallel) + 0.0,
         parallel: c.parallel,
-        total_usd: models.iter().map(|m| m.usd).sum(),
+        total_usd: models.iter().fold(0.0, |a, m| a + m.usd),
         models,
     }
 }

@@ -162,8 +162,12 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
     }
     let err = |msg: String| QueueError::Parse { path: path.into(), line: n, msg };
     let id = toks[0];
-    if !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
-        return Err(err(format!("model id {id:?}: expected letters, digits, '.', '_' or '-'")));
+    // an id names files and folders (<id>.f16.gguf, builds/<id>-…) and is an argument of the
+    // commands: it starts with a letter or digit, so it is never `.`, `..`, hidden or an option
+    if !(id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
+    {
+        return Err(err(format!("model id {id:?}: expected a letter or digit, then letters, digits, '.', '_' or '-'")));
     }
     let (mut params, mut family, mut hf, mut tag, mut modulus, mut mix) = (None, None, None, None, None, None);
     let (mut bpw, mut effective, mut search, mut refine) = (None, None, None, None);
@@ -222,11 +226,11 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                     .ok_or_else(|| err(format!("{id}: refine={v:?}: expected {}, e.g. 1", refine_expected())))?,
             );
         } else if let Some(v) = t.strip_prefix("chunks=") {
-            calib_chunks = Some(v.parse::<usize>().ok().filter(|&k| k >= 1).ok_or_else(|| {
-                err(format!(
-                    "{id}: chunks={v:?}: expected a number of 512-token calibration chunks, at least 1, e.g. 10"
-                ))
-            })?);
+            use crate::dataplane::encode::feedback::{chunks_expected, parse_chunks};
+            calib_chunks = Some(
+                parse_chunks(v)
+                    .ok_or_else(|| err(format!("{id}: chunks={v:?}: expected {}, e.g. 10", chunks_expected())))?,
+            );
         } else if let Some(v) = t.strip_prefix("seq=") {
             use crate::dataplane::encode::feedback::{parse_seq, seq_expected};
             calib_seq = Some(parse_seq(v).ok_or_else(|| {
@@ -567,6 +571,14 @@ mod tests {
                 "chunks=\"0\": expected a number of 512-token calibration chunks",
             ),
             ("a params=1 family=l chunks=ten READY-NOW", "chunks=\"ten\": expected a number"),
+            (
+                "a params=1 family=l chunks=99999999999 READY-NOW",
+                "chunks=\"99999999999\": expected a number of 512-token calibration chunks from 1 to 1024",
+            ),
+            (". params=1 family=l READY-NOW", "model id \".\": expected"),
+            (".. params=1 family=l READY-NOW", "model id \"..\": expected"),
+            ("-rf params=1 family=l READY-NOW", "model id \"-rf\": expected"),
+            (".hidden params=1 family=l READY-NOW", "model id \".hidden\": expected"),
             (
                 "a params=1 family=l seq=16 READY-NOW",
                 "seq=\"16\": expected a sequence length from 32 to 2048 tokens for the calibration",

@@ -185,7 +185,13 @@ impl Chart {
             s.push('\n');
         }
         s += &format!("{:pad$}{}\n", "", self.axis);
-        s += &format!("{}   (░ IQ-ladder feeder, █ KAIJU encode)\n", self.footer());
+        // the short summary where the full one is wider than the chart
+        let wide = pad + self.rows.first().map_or(0, |r| r.cells.len());
+        match self.footer() {
+            f if f.chars().count() + 38 <= wide => s += &format!("{f}   (░ IQ-ladder feeder, █ KAIJU encode)\n"),
+            f if f.chars().count() <= wide => s += &format!("{f}\n░ feeder, █ encode\n"),
+            _ => s += &format!("{}\n░ feeder, █ encode\n", self.footer_short()),
+        }
         s
     }
 }
@@ -236,7 +242,7 @@ mod tests {
         assert!(one.rows.iter().all(|r| r.lane.is_empty()));
         let fed = &one.rows[1];
         assert!(fed.cells.contains(&Cell::Feeder) && fed.cells.contains(&Cell::Encode));
-        let three = chart(&plan(3), 3, NOW, 60);
+        let three = chart(&plan(3), 3, NOW, 100);
         // three: the ready models start now, in their own slots
         assert_eq!((three.rows[0].start_h, three.rows[2].start_h), (0.0, 0.0));
         assert_ne!(three.rows[0].lane, three.rows[2].lane);
@@ -244,6 +250,10 @@ mod tests {
         let text = three.text(12);
         assert!(text.contains("│now") && text.contains("finish ") && text.contains("3 encode slot(s)"), "{text}");
         assert!(text.lines().next().unwrap().starts_with("small        slot 1 █"), "{text}");
+        // narrow: the short summary, no line wider than the chart
+        let narrow = chart(&plan(3), 3, NOW, 12).text(5);
+        assert!(narrow.contains("finish ") && !narrow.contains("encode slot(s)"), "{narrow}");
+        assert!(narrow.lines().take(3).all(|l| l.chars().count() <= 5 + 1 + 7 + 12), "{narrow}");
     }
 
     #[test]

@@ -38,46 +38,17 @@ pub fn input_warnings(f16: &std::path::Path, base: &std::path::Path) -> Vec<Stri
     w
 }
 
-/// Refuse outputs (the knot, the telemetry) that cannot be written, before any work: a
-/// directory, a path whose folder does not exist, one of the inputs (the rename at the end
-/// would replace it), or the same file twice.
+/// Refuse outputs (the knot, the telemetry) that cannot be written, before any work, by the
+/// rule every command that writes shares ([`crate::fsutil::check_outputs`]): a directory, a
+/// path whose folder does not exist or takes no new file, one of the inputs (the rename at the
+/// end would replace it, through links too), or the same file twice.
 pub(super) fn check_outputs(job: &EncodeJob) -> Result<(), EncodeError> {
     let inputs = [("--f16", &job.f16), ("--imatrix", &job.imatrix), ("--base", &job.base)];
-    let outputs = std::iter::once(("out", &job.out)).chain(job.telemetry.iter().map(|t| ("telemetry", t)));
-    for (out_flag, out) in outputs.clone() {
-        let bad = |msg: &str| EncodeError::OutputPath { flag: out_flag, path: out.clone(), msg: msg.into() };
-        if out.is_dir() {
-            return Err(bad("is a directory; expected a file to write"));
-        }
-        let folder = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        if !folder.is_dir() {
-            return Err(bad(&format!("its folder {} does not exist", folder.display())));
-        }
-    }
-    if let Some(t) = &job.telemetry {
-        if t == &job.out || crate::fsutil::same_file(t, &job.out) {
-            let msg = "is also --out: the telemetry and the knot need two files";
-            return Err(EncodeError::OutputPath { flag: "telemetry", path: t.clone(), msg: msg.into() });
-        }
-    }
-    for (out_flag, out) in outputs {
-        for (input_flag, input) in inputs {
-            if crate::fsutil::same_file(out, input) {
-                return Err(EncodeError::OutputIsInput {
-                    out_flag,
-                    out: out.clone(),
-                    input_flag: input_flag.trim_start_matches('-'),
-                    input: input.clone(),
-                });
-            }
-        }
-    }
-    // the rule every command that writes shares: here, that each folder takes a new file
     let outs: Vec<(&'static str, &std::path::Path)> = std::iter::once(("--out", job.out.as_path()))
         .chain(job.telemetry.iter().map(|t| ("--telemetry", t.as_path())))
         .collect();
     let ins = inputs.map(|(f, p)| (f, p.as_path()));
-    crate::fsutil::check_outputs(&outs, &ins).map_err(|e| EncodeError::Usage(e.to_string()))
+    crate::fsutil::check_outputs(&outs, &ins).map_err(EncodeError::Output)
 }
 
 /// The tensors of `base` that will be re-encoded (by name), after checking that the three

@@ -48,14 +48,13 @@ pub enum EncodeError {
     },
     #[error(transparent)]
     Budget(#[from] alloc::AllocError),
-    #[error("--{out_flag} {out} is the {input_flag} input {input}: refusing to overwrite an input; write elsewhere")]
-    OutputIsInput { out_flag: &'static str, out: PathBuf, input_flag: &'static str, input: PathBuf },
     #[error("--calib-text {path}: {msg}")]
     Feedback { path: PathBuf, msg: String },
     #[error("{0}")]
     Usage(String),
-    #[error("--{flag} {path}: {msg}")]
-    OutputPath { flag: &'static str, path: PathBuf, msg: String },
+    /// an output that is one of the inputs, or twice named, or in no folder (exit 2)
+    #[error("{0}")]
+    Output(#[source] crate::fsutil::OutputError),
 }
 
 #[derive(Debug, Clone)]

@@ -73,7 +73,7 @@ fn column_sums_of_squares(x: &[f32], cols: usize) -> Vec<f64> {
 /// before the pass and before anything is written.
 pub fn compute_file(job: &ImatrixJob) -> Result<ImatrixReport, GateError> {
     crate::fsutil::check_outputs(&[("--out", &job.out)], &[("--model", &job.model), ("--text", &job.text)])
-        .map_err(|e| GateError::Usage(e.to_string()))?;
+        .map_err(GateError::Output)?;
     let g = Gguf::open(&job.model)?;
     // a model without layers (no matmul weights) is refused by the load, naming the file
     let m = Model::load(&g, 0)?;

@@ -51,6 +51,9 @@ pub enum GateError {
     RefMismatch { reference: PathBuf, knot: PathBuf, what: String },
     #[error("{0}")]
     Usage(String),
+    /// an output that is one of the inputs, or twice named, or in no folder (exit 2)
+    #[error("{0}")]
+    Output(#[source] crate::fsutil::OutputError),
 }
 
 /// The default context of the distributional gate (llama.cpp's usual `-c 512`).
@@ -327,7 +330,7 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
         ])
         .filter_map(|(f, p)| Some((f, p?.as_path())))
         .collect();
-    crate::fsutil::check_outputs(&outputs, &inputs).map_err(|e| GateError::Usage(e.to_string()))?;
+    crate::fsutil::check_outputs(&outputs, &inputs).map_err(GateError::Output)?;
     if let Some(p) = &job.telemetry {
         telemetry_object(p)?;
     }
@@ -371,6 +374,16 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
                 )))
             }
             Ok(tok) => {
+                if let Some(trained) = context_length(&g).filter(|&n| ctx > n) {
+                    log::warn!(
+                        target: "gate",
+                        "--ctx {ctx} is past {}'s trained context ({trained} tokens, {}.context_length): the \
+                         positions beyond it were never trained, so the figures describe the model \
+                         where it is not used",
+                        job.knot.display(),
+                        g.architecture().unwrap_or("")
+                    );
+                }
                 let text = text::Text::load(&tok, t)?;
                 let chunks = text.chunks(ctx, job.chunks)?;
                 Some((r, text, chunks))

@@ -71,7 +71,7 @@ impl BuildService for LocalBuilds {
                 let log2 = log.try_clone().map_err(|e| self.err(e.to_string()))?;
                 // in a process group of its own: a signal meant for the control room (Ctrl-C in
                 // the terminal, SIGHUP when the terminal goes) does not kill the build with it
-                let child = std::process::Command::new(exe)
+                let mut child = std::process::Command::new(exe)
                     .arg("run-build")
                     .arg(&dir)
                     .stdin(std::process::Stdio::null())
@@ -84,6 +84,10 @@ impl BuildService for LocalBuilds {
                 // (the runner records it too, so a failed write here loses nothing but the
                 // report of a runner that dies before its first status)
                 let _ = w(RUNNER_PID_FILE, child.id().to_string().into_bytes());
+                // waited for by a thread of its own, so that a finished runner is reaped, not
+                // left a zombie until this process exits; the build is followed through its
+                // status file, not the child
+                let _ = std::thread::Builder::new().name(format!("reap-{id}")).spawn(move || child.wait());
             }
         }
         self.get(&id)
@@ -276,5 +280,34 @@ mod tests {
         }
         assert_eq!(status, BuildStatus::InternalError);
         assert!(b.get(&id).unwrap().detail.unwrap().contains("is gone"));
+    }
+
+    /// A finished runner is reaped by the process that spawned it (the control room, `demo`),
+    /// not left a zombie until that process exits.
+    #[test]
+    fn a_finished_runner_is_reaped() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("runner.sh");
+        std::fs::write(&exe, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = service(d.path(), exe);
+        let spec = BuildSpec {
+            kind: BuildKind::Encode,
+            model_id: "m".into(),
+            substitutions: BTreeMap::new(),
+            tags: vec![],
+            resources: Default::default(),
+        };
+        let id = b.submit(&spec).unwrap().id;
+        let pid: u32 = std::fs::read_to_string(b.dir.join(&id).join(RUNNER_PID_FILE)).unwrap().parse().unwrap();
+        // reaped: /proc has no entry for it (a zombie keeps one, in state Z, until waited for)
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| !s.contains(&id) && !s.contains("runner.sh"))
+        });
+        assert!(gone, "runner {pid} left a zombie: {:?}", std::fs::read_to_string(format!("/proc/{pid}/stat")));
     }
 }

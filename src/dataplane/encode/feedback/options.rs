@@ -38,6 +38,19 @@ pub fn parse_seq(s: &str) -> Option<usize> {
 /// 4 chunks (2,048 tokens for 1,536-wide inputs) H is too poorly conditioned to help much
 /// (docs/BENCHMARKS.md, "Fewer calibration tokens, in shorter sequences").
 pub const DEFAULT_CHUNKS: usize = 16;
+/// The most chunks a calibration is asked for: 1,024 × 512 tokens, ten times the text the
+/// repository ships (a build takes at most what its text holds).
+pub const MAX_CHUNKS: usize = 1024;
+
+/// What a chunk count takes, for the messages that refuse one.
+pub fn chunks_expected() -> String {
+    format!("a number of 512-token calibration chunks from 1 to {MAX_CHUNKS}")
+}
+
+/// A chunk count read from text, or `None` ([`chunks_expected`]).
+pub fn parse_chunks(s: &str) -> Option<usize> {
+    s.parse::<usize>().ok().filter(|k| (1..=MAX_CHUNKS).contains(k))
+}
 /// Damping added to H's diagonal, as a fraction of its mean: 0.01 and 0.1 measured the same
 /// KLD on SmolLM2, 0.1 the better perplexity ratio.
 pub const DAMP: f64 = 0.1;

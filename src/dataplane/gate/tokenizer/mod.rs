@@ -164,7 +164,22 @@ impl Tokenizer {
         let Some(Value::Array(_, toks)) = g.get("tokenizer.ggml.tokens") else {
             return Err(TokenizerError::Missing(path, "tokens"));
         };
-        let tokens: Vec<String> = toks.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect();
+        let malformed = |field: &'static str, msg: String| TokenizerError::Malformed(path.clone(), field, msg);
+        if toks.is_empty() {
+            return Err(malformed("tokens", "the array is empty; expected the vocabulary's tokens".into()));
+        }
+        if toks.len() > u32::MAX as usize {
+            return Err(malformed("tokens", format!("{} tokens; expected at most {}", toks.len(), u32::MAX)));
+        }
+        let tokens: Vec<String> = toks
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| malformed("tokens", format!("token {i} is not a string; expected one per token")))
+            })
+            .collect::<Result<_, _>>()?;
         let mut ranks = HashMap::new();
         let mut scores = Vec::new();
         let pre = match kind {
@@ -186,6 +201,12 @@ impl Tokenizer {
                 let Some(Value::Array(_, sc)) = g.get("tokenizer.ggml.scores") else {
                     return Err(TokenizerError::Missing(path, "scores"));
                 };
+                if sc.len() != tokens.len() {
+                    return Err(malformed(
+                        "scores",
+                        format!("{} scores for {} tokens; expected one per token", sc.len(), tokens.len()),
+                    ));
+                }
                 scores = sc.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect();
                 PreTokenizer::Gpt2 // unused: SentencePiece runs on the whole text
             }
@@ -223,7 +244,18 @@ impl Tokenizer {
         specials.sort_by_key(|s| std::cmp::Reverse(s.text.len()));
         let flag = |k: &str| g.get(k).and_then(Value::as_bool);
         let add_bos = flag("tokenizer.ggml.add_bos_token").unwrap_or(kind == Kind::Spm) || model == "gemma4";
-        let bos = g.get_u64("tokenizer.ggml.bos_token_id").map(|v| v as u32);
+        // a special token id past the vocabulary is dropped with a warning, as llama.cpp does
+        let bos = match g.get_u64("tokenizer.ggml.bos_token_id") {
+            Some(b) if b as usize >= tokens.len() => {
+                log::warn!(
+                    target: "gate",
+                    "{path}: tokenizer.ggml.bos_token_id {b} is not a token id (the vocabulary has {}); no BOS is added",
+                    tokens.len()
+                );
+                None
+            }
+            b => b.map(|v| v as u32),
+        };
         let ignore_merges = matches!(pre, PreTokenizer::Qwen2 { max_digits: 3 });
         let add_space_prefix = kind == Kind::Spm && flag("tokenizer.ggml.add_space_prefix").unwrap_or(true);
         Ok(Tokenizer {
