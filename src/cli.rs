@@ -264,6 +264,19 @@ pub enum Cmd {
         #[command(flatten)]
         at: CampaignOpts,
     },
+    /// Print a build's log as it grows until the build ends: on a terminal a progress bar per
+    /// step (the encode's tensors, the gate's layers) and the gate's figures against their
+    /// thresholds; piped or with --json, every line as the log holds it. Exit 0 when the build
+    /// succeeded, 1 when it did not.
+    Follow {
+        /// the build's id (`status --json`, the control room's details)
+        id: String,
+        /// the log's lines as they are, events included, even on a terminal
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: CampaignOpts,
+    },
     /// Move a model up or down the queue.
     Move {
         id: String,
@@ -431,7 +444,8 @@ pub fn absorb(mut cli: Cli) -> Cli {
             | Cmd::Status { json, at }
             | Cmd::Check { json, at, .. }
             | Cmd::Submit { json, at, .. }
-            | Cmd::Log { json, at, .. },
+            | Cmd::Log { json, at, .. }
+            | Cmd::Follow { json, at, .. },
         ) => (std::mem::take(at), *json),
         Some(
             Cmd::GateParams { at, .. }

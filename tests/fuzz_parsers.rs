@@ -119,7 +119,11 @@ fn mutate_tokenizer(
 ) {
     // an array three times in four: the arrays are what the loader indexes
     let arrays: Vec<usize> = (0..meta.len()).filter(|&i| matches!(meta[i].1, Value::Array(..))).collect();
-    let k = if !op.is_multiple_of(4) && !arrays.is_empty() { arrays[key.index(arrays.len())] } else { key.index(meta.len()) };
+    let k = if !op.is_multiple_of(4) && !arrays.is_empty() {
+        arrays[key.index(arrays.len())]
+    } else {
+        key.index(meta.len())
+    };
     let op = op / 4;
     let types = [T_I32, T_U32, T_U64, T_F32, T_STR, T_BOOL];
     match (op % 6, &mut meta[k].1) {

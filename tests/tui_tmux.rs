@@ -118,3 +118,62 @@ impl Drop for Guard {
 fn scopeguard(s: String) -> Guard {
     Guard(s)
 }
+
+/// A build's log followed in a terminal (`follow`, as the demo follows each build): a progress
+/// bar per step and the gate's figures against their thresholds, no `"event":"progress"` line;
+/// piped, the lines as the log holds them, events included (the bars never reach a log).
+#[test]
+fn a_followed_build_shows_bars_in_a_terminal_and_events_when_piped() {
+    use kaiju::controlplane::backend::builds::{BuildInfo, BuildKind, BuildSpec, BuildStatus};
+    use kaiju::controlplane::backend::local::build_dir::{write_status, LOG_FILE};
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let id = "b1-smollm2-135m";
+    let dir = root.join("builds").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = BuildSpec {
+        kind: BuildKind::Encode,
+        model_id: "smollm2-135m".into(),
+        substitutions: Default::default(),
+        tags: vec![],
+        resources: Default::default(),
+    };
+    let mut info = BuildInfo::queued(id.into(), &spec, 1.0);
+    info.status = BuildStatus::Success;
+    info.finish_time = Some(2.0);
+    write_status(&dir, &info).unwrap();
+    let quality = serde_json::json!({
+        "reference": "f.gguf", "text": "t.txt", "ctx": 512, "chunks": 8, "tokens_scored": 2048,
+        "kld_mean": 0.25, "kld_mean_se": 0.01, "kld_median": 0.2, "kld_p99": 2.0, "kld_max": 5.0,
+        "top1_pct": 80.0, "ppl_ref": 10.0, "ppl_knot": 12.0, "ppl_ratio": 1.2, "seconds": 9.0,
+        "model_tokens_per_s": 800.0,
+    });
+    let figures = serde_json::json!({"quality": quality, "thresholds": {"kld_max": 1.0}});
+    let mut log = String::from("[10:00:00] step encode: start\n");
+    for done in [10, 20, 30] {
+        log += &format!("{{\"done\":{done},\"elapsed_s\":1.0,\"event\":\"progress\",\"item\":\"blk.{done}\",\"total\":30,\"what\":\"encode\"}}\n");
+    }
+    log += "gate: knot layer 1/2\ngate: knot layer 2/2\n";
+    log += &format!("[10:00:09] gate: figures: {figures}\n[10:00:09] gate: result: PASS\n");
+    std::fs::write(dir.join(LOG_FILE), &log).unwrap();
+    let session = format!("kaiju-follow-{}", std::process::id());
+    let cmd = format!("{} --root {} follow {id}; echo EXITED $?; sleep 30", common::bin().display(), root.display());
+    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "30", &cmd]);
+    let guard = scopeguard(session.clone());
+    let s = wait_for(&session, "EXITED 0");
+    drop(guard);
+    assert!(s.contains("encode") && s.contains("30/30") && s.contains('█'), "a bar for the encode:\n{s}");
+    assert!(s.contains("gate knot") && s.contains("2/2"), "a bar for the gate's layers:\n{s}");
+    assert!(s.contains("figures: KLD 0.250 ≤ 1 ✓ · top-1 80.0% · PPL ×1.20"), "{s}");
+    assert!(!s.contains("\"event\"") && !s.contains("{\"quality\""), "no raw events nor JSON:\n{s}");
+    assert!(s.contains(&format!("build {id}: SUCCESS")), "{s}");
+    // piped: every line as the log holds it, no bar
+    let o = Command::new(common::bin()).args(["--root", root.to_str().unwrap(), "follow", id]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(out.matches("\"event\":\"progress\"").count(), 3, "{out}");
+    assert!(out.contains("gate: knot layer 2/2") && !out.contains('█') && !out.contains('\r'), "{out}");
+}

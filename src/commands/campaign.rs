@@ -105,6 +105,15 @@ pub fn chart_width(terminal: Option<usize>, columns: Option<usize>) -> usize {
     terminal.or(columns).unwrap_or(100).clamp(*CHART_COLUMNS.start(), *CHART_COLUMNS.end())
 }
 
+/// `follow ID`: the build's log until it ends ([`super::follow`]).
+pub fn follow(cli: &Cli, id: &str) -> anyhow::Result<u8> {
+    let c = campaign(load_config(cli)?)?;
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout()) && !cli.json;
+    let status = super::follow::follow_build(c.builds.as_ref(), id, &mut super::follow::LogView::new(terminal))?;
+    println!("build {id}: {status}");
+    Ok(if status == "SUCCESS" { exit::OK } else { exit::FAILURE })
+}
+
 pub fn status(cli: &Cli) -> anyhow::Result<u8> {
     let c = campaign(load_config(cli)?)?;
     let s = c.view()?;

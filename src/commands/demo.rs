@@ -178,6 +178,8 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
     seed(&cfg, full)?;
     let mut c = campaign(cfg)?;
     c.actor = crate::controlplane::rollout::actor("demo");
+    // bars on a terminal; the builds' logs as they are when piped
+    let mut view = super::follow::LogView::new(std::io::IsTerminal::is_terminal(&std::io::stdout()) && !cli.json);
     for round in 1..=16 {
         let r = c.tick(true)?;
         for n in &r.decision.notes {
@@ -195,14 +197,27 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
                     println!("  {} ({} bytes)", p.display(), std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0));
                 }
             }
+            let own = cli.at.config.is_none() && cli.at.queue.is_none() && cli.at.qspecs.is_none();
+            let open = if own {
+                format!("kaiju-tui --root {}", c.cfg.root.display())
+            } else {
+                format!(
+                    "kaiju-tui --root {} --config {} --queue {} --qspecs {}",
+                    c.cfg.root.display(),
+                    c.cfg.source.as_deref().unwrap_or(&c.cfg.root.join("config.toml")).display(),
+                    c.cfg.queue.display(),
+                    c.cfg.qspecs.display()
+                )
+            };
+            println!("open the control room on this campaign:\n  {open}");
             return Ok(exit::OK);
         }
         match r.submitted {
-            Some(id) => follow_build(c.builds.as_ref(), &id)?,
+            Some(id) => follow(c.builds.as_ref(), &id, &mut view)?,
             None => {
                 if let crate::controlplane::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
                     for b in builds {
-                        follow_build(c.builds.as_ref(), b)?;
+                        follow(c.builds.as_ref(), b, &mut view)?;
                     }
                 } else {
                     anyhow::bail!("the demo campaign stalled: {}", r.line());
@@ -211,28 +226,6 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
         }
     }
     anyhow::bail!("the demo campaign did not finish in 16 ticks")
-}
-
-/// Print a build's log as it grows until it finishes.
-pub fn follow_build(b: &dyn BuildService, id: &str) -> anyhow::Result<()> {
-    let mut off = 0;
-    loop {
-        let chunk = b.read_log(id, off)?;
-        off = chunk.next_offset;
-        for l in String::from_utf8_lossy(&chunk.data).lines() {
-            println!("    | {l}");
-        }
-        let info = b.get(id)?;
-        if !info.status.is_ongoing() {
-            let rest = b.read_log(id, off)?;
-            for l in String::from_utf8_lossy(&rest.data).lines() {
-                println!("    | {l}");
-            }
-            println!("  build {id}: {}", info.status.as_str());
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
 }
 
 #[cfg(test)]
@@ -267,4 +260,11 @@ mod tests {
         std::fs::write(&p, std::fs::read_to_string(&p).unwrap().replace("kld_max = 1.0", "kld_max = 0.5")).unwrap();
         assert_eq!(demo_config(&cli, false).unwrap().gate.kld_max, Some(0.5));
     }
+}
+
+/// Follow one build to its end and say how it ended.
+fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView) -> anyhow::Result<()> {
+    let status = super::follow::follow_build(b, id, view)?;
+    println!("  build {id}: {status}");
+    Ok(())
 }

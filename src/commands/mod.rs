@@ -2,11 +2,12 @@
 //! dispatch from the parsed command line (anyhow only here and in [`crate::exit`]).
 //!
 //! [`campaign`](mod@campaign): the campaign commands and the control room; [`demo`]: the local demo;
-//! [`files`]: the encoder, the gate and the file tools.
+//! [`files`]: the encoder, the gate and the file tools; [`follow`]: a build's log in a terminal.
 
 pub mod campaign;
 pub mod demo;
 pub mod files;
+pub mod follow;
 
 use crate::cli::{Cli, Cmd};
 use crate::config::{CliOverrides, Config, ConfigError};
@@ -66,6 +67,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Cmd::Schedule { ref print, .. }) => campaign::schedule(&cli, print),
         Some(Cmd::Submit { ref id, feeder, submit, .. }) => campaign::submit(&cli, id, feeder, submit),
         Some(Cmd::Demo { ref zoo, .. }) => demo::demo(&cli, zoo == "full"),
+        Some(Cmd::Follow { ref id, .. }) => campaign::follow(&cli, id),
         Some(Cmd::Convert { ref to, ref input, ref output }) => files::convert(to, input, output),
         Some(Cmd::Tokenize { ref model, ref file }) => files::tokenize(model, file),
         Some(Cmd::Inspect { ref file, ref with }) => files::inspect(file, with.as_deref()),

@@ -129,6 +129,14 @@ pub struct CliOverrides {
     pub color: Option<String>,
 }
 
+/// A campaign file no option names: the root's own (`<root>/queue.txt`, `<root>/qspecs/`) where
+/// it has one, else the one in the working directory. With `<root>/config.toml`, which
+/// [`Config::load`] reads the same way, a root that carries its files opens by `--root` alone,
+/// for every command.
+fn own_or(root: &Path, name: &str, exists: fn(&Path) -> bool) -> PathBuf {
+    Some(root.join(name)).filter(|p| exists(p)).unwrap_or_else(|| PathBuf::from(name))
+}
+
 /// Whether a key's name says it holds a credential: a word of it (split at `_`, `-`, `.`) is
 /// secret, token, password or key. Its value is never quoted in an error.
 pub fn names_a_secret(key: &str) -> bool {
@@ -361,8 +369,8 @@ impl RawConfig {
             return Err(ConfigError::Invalid(format!("color = {color:?}: expected auto, always or never")));
         }
         Ok(Config {
-            queue: cli.queue.clone().or(self.queue).unwrap_or_else(|| PathBuf::from("queue.txt")),
-            qspecs: cli.qspecs.clone().or(self.qspecs).unwrap_or_else(|| PathBuf::from("qspecs")),
+            queue: cli.queue.clone().or(self.queue).unwrap_or_else(|| own_or(&root, "queue.txt", Path::is_file)),
+            qspecs: cli.qspecs.clone().or(self.qspecs).unwrap_or_else(|| own_or(&root, "qspecs", Path::is_dir)),
             backend,
             gcs_bucket: self.gcs_bucket.unwrap_or_else(|| "kaiju-truth".into()),
             r2_bucket: self.r2_bucket.unwrap_or_else(|| "kaiju-knots".into()),
@@ -421,6 +429,13 @@ fn origin(msg: &str, env: &[(String, String)], file: Option<&Path>) -> String {
 
 impl Config {
     /// How many builds the watcher may run at once.
+    /// The files this campaign runs on, for a header: the config (or "no config file"), the
+    /// queue and the qspecs.
+    pub fn files_line(&self) -> String {
+        let config = self.source.as_ref().map_or("no config file".to_string(), |p| format!("config {}", p.display()));
+        format!("{config} · queue {} · qspecs {}", self.queue.display(), self.qspecs.display())
+    }
+
     pub fn slots(&self) -> crate::controlplane::campaign::tick::Slots {
         crate::controlplane::campaign::tick::Slots {
             encodes: self.encode_slots,

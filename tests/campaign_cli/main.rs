@@ -406,3 +406,35 @@ fn nonsense_options_are_refused_or_warned_about() {
     let o = run(&with(&["--bpw", "6"]).iter().map(String::as_str).collect::<Vec<_>>(), d.path());
     assert!(String::from_utf8_lossy(&o.stderr).contains("above what the finest variant uses (q=16"), "{o:?}");
 }
+
+/// A campaign root that carries its own config.toml, queue.txt and qspecs/ is opened by `--root`
+/// alone, by every command (here from the repository, whose own queue.txt and qspecs/ would
+/// otherwise be read); an explicit option still wins.
+#[test]
+fn a_root_with_its_own_files_opens_by_root_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path().to_str().unwrap();
+    std::fs::create_dir_all(d.path().join("qspecs")).unwrap();
+    std::fs::copy(common::qspec(), d.path().join("qspecs/rootonly-135m.qspec.json")).unwrap();
+    std::fs::write(d.path().join("queue.txt"), "rootonly-135m params=0.135 family=llama READY-NOW\n").unwrap();
+    std::fs::write(d.path().join("config.toml"), "[watch]\nencode_slots = 2\n").unwrap();
+    let repo = common::repo();
+    let o = run(&["--root", r, "status"], &repo);
+    assert!(o.status.success() && stdout(&o).contains("rootonly-135m") && !stdout(&o).contains("qwen2.5-72b"), "{o:?}");
+    let plan = stdout(&run(&["--root", r, "plan"], &repo));
+    assert!(plan.contains("rootonly-135m") && plan.contains("with 2 encode slot(s)"), "the root's config: {plan}");
+    // the root's qspec: the gate is PRESENT
+    let o = run(&["--root", r, "check", "rootonly-135m"], &repo);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    assert!(stdout(&o).lines().any(|l| l.contains("gate") && l.contains("PRESENT")), "{}", stdout(&o));
+    let o = run(&["--root", r, "--tick"], &repo);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stderr).contains("rootonly-135m"), "{o:?}");
+    // the control room reads the same queue (a broken one is named as the root's, before the terminal is taken)
+    std::fs::write(d.path().join("queue.txt"), "rootonly-135m params=abc family=llama READY-NOW\n").unwrap();
+    let o = run(&["--root", r], &repo);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{r}/queue.txt:1")), "{o:?}");
+    // an explicit option wins: the repository's queue, by name
+    let o = run(&["--root", r, "--queue", "queue.txt", "status"], &repo);
+    assert!(o.status.success() && stdout(&o).contains("qwen2.5-72b"), "{o:?}");
+}

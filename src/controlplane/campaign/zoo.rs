@@ -107,6 +107,30 @@ pub struct GateReport {
     pub details: Vec<String>,
 }
 
+/// The gate's `figures: {…}` line as figures against their thresholds
+/// (`KLD 0.412 ≤ 1 ✓ · top-1 66.2% ≥ 50% ✓ · PPL ×1.31 ≤ 2.2 ✓`); None for any other line.
+pub fn figures_of(line: &str) -> Option<String> {
+    // a build log's line carries its stamp and step before it (`[10:00:05] gate: figures: {…}`)
+    let at = line.find("figures: {")?;
+    let (before, json) = (&line[..at], &line[at + "figures: ".len()..]);
+    let f: GateFigures = serde_json::from_str(json).ok()?;
+    let (q, t) = (&f.quality, &f.thresholds);
+    let mark = |ok: bool| if ok { "✓" } else { "✗" };
+    let kld = match t.kld_max {
+        Some(m) => format!("KLD {:.3} ≤ {m} {}", q.kld_mean, mark(q.kld_mean <= m)),
+        None => format!("KLD {:.3}", q.kld_mean),
+    };
+    let top1 = match t.top1_min {
+        Some(m) => format!("top-1 {:.1}% ≥ {m}% {}", q.top1_pct, mark(q.top1_pct >= m)),
+        None => format!("top-1 {:.1}%", q.top1_pct),
+    };
+    let ppl = match t.ppl_ratio_max {
+        Some(m) => format!("PPL ×{:.2} ≤ {m} {}", q.ppl_ratio, mark(q.ppl_ratio <= m)),
+        None => format!("PPL ×{:.2}", q.ppl_ratio),
+    };
+    Some(format!("{before}figures: {kld} · {top1} · {ppl} (over {} tokens)", q.tokens_scored))
+}
+
 /// Read a gate log (`gate::GateOutcome::log_text`): None when it has no verdict.
 pub fn gate_report(log: &str) -> Option<GateReport> {
     let result = log.lines().find_map(|l| l.strip_prefix("result: "))?.trim().to_string();
@@ -421,5 +445,23 @@ mod tests {
         assert_eq!(codec_line(&q.entries[0]), "codec: KAIJU1 q=4 (2.25 bpw)");
         assert_eq!(codec_line(&q.entries[1]), "codec: KAIJU1 q=5 (2.58 bpw), mix attn_v=6");
         assert_eq!(codec_line(&q.entries[2]), "codec: KAIJU1 allocated for 2.6 bpw");
+    }
+
+    #[test]
+    fn the_gate_figures_read_against_their_thresholds() {
+        let quality = serde_json::json!({
+            "reference": "f.gguf", "text": "t.txt", "ctx": 512, "chunks": 8, "tokens_scored": 2048,
+            "kld_mean": 0.4123, "kld_mean_se": 0.01, "kld_median": 0.3, "kld_p99": 2.0, "kld_max": 5.0,
+            "top1_pct": 66.2, "ppl_ref": 10.0, "ppl_knot": 13.1, "ppl_ratio": 1.31, "seconds": 9.0,
+            "model_tokens_per_s": 800.0,
+        });
+        let figures = serde_json::json!({"quality": quality, "thresholds": {"kld_max": 0.4, "top1_min": 50.0}});
+        let line = format!("figures: {figures}");
+        let f = figures_of(&line).expect("figures");
+        assert_eq!(f, "figures: KLD 0.412 ≤ 0.4 ✗ · top-1 66.2% ≥ 50% ✓ · PPL ×1.31 (over 2048 tokens)");
+        assert_eq!(figures_of("figures: {"), None);
+        let logged = figures_of(&format!("[10:00:05] gate: {line}")).expect("figures in a build log's line");
+        assert!(logged.starts_with("[10:00:05] gate: figures: KLD 0.412"), "{logged}");
+        assert_eq!(figures_of("result: PASS"), None);
     }
 }

@@ -684,7 +684,9 @@ impl App {
                     }
                 }
                 for l in text.lines() {
-                    self.log.lines.push_back((self.now, l.to_string()));
+                    // the gate's figures as figures against their thresholds, not its JSON
+                    let l = crate::controlplane::campaign::zoo::figures_of(l).unwrap_or_else(|| l.to_string());
+                    self.log.lines.push_back((self.now, l));
                     if !self.log.follow {
                         self.log.scroll += 1;
                     }

@@ -50,9 +50,16 @@ pub fn make_app(c: &Campaign, o: &Options) -> Result<App, ConfigError> {
     let km = keymap::Keymap::with_overrides(&c.cfg.keys).map_err(ConfigError::Invalid)?;
     let th = pick_theme(&c.cfg.theme, &c.cfg.color, std::path::Path::new("themes")).map_err(ConfigError::Invalid)?;
     let mut app = App::new(km, th, c.cfg.cost.clone(), o.readonly, o.yes, c.cfg.tick_interval_s);
-    if c.cfg.backend == "cloud" {
-        app.backend = Some(format!("cloud {}/{}", c.cfg.cloud.project, c.cfg.cloud.region));
-    }
+    // which files it runs on, where they are not the working directory's queue.txt and qspecs/
+    let own = c.cfg.queue != std::path::Path::new("queue.txt") || c.cfg.qspecs != std::path::Path::new("qspecs");
+    app.backend = match (c.cfg.backend.as_str(), own) {
+        ("cloud", false) => Some(format!("cloud {}/{}", c.cfg.cloud.project, c.cfg.cloud.region)),
+        ("cloud", true) => {
+            Some(format!("cloud {}/{} · {}", c.cfg.cloud.project, c.cfg.cloud.region, c.cfg.files_line()))
+        }
+        (_, true) => Some(c.cfg.files_line()),
+        _ => None,
+    };
     Ok(app)
 }
 

@@ -380,7 +380,8 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         chunks: num("_GATE_CHUNKS")?.map(|v| v as usize).unwrap_or(0),
         thresholds,
         argmax_min_margin: num("_ARGMAX_MIN_MARGIN")?.map(|m| m as f32),
-        progress: false,
+        // each model's layers, on the runner's stderr: the log's progress (`follow`, `demo`)
+        progress: true,
         log: Some(out.with_extension("gate.log")),
         telemetry: Some(out.with_extension("telemetry.json")),
     };

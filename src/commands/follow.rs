@@ -1,0 +1,155 @@
+//! Following a build's log in a terminal (`demo`, `follow`): on a terminal, one progress bar per
+//! long step (the encode's tensors, the gate's and the imatrix's layers), with rate and ETA, and
+//! the gate's figures as one line against their thresholds; piped, every line as the log holds
+//! it, the machine-readable events included.
+
+use crate::controlplane::backend::builds::BuildService;
+use crate::controlplane::campaign::zoo::figures_of;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+
+/// A step's progress as a log line reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// the bar's name: `encode`, `sample`, `gate knot`, `imatrix`, …
+    pub what: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// The progress a log line reports: the encoder's JSON event (`{"event":"progress","what":…,
+/// "done":…,"total":…}`), or the gate's and the imatrix's `… layer L/N` line. None for any other
+/// line.
+pub fn step_of(line: &str) -> Option<Step> {
+    // a build log's own lines carry a stamp (`[10:00:05] gate: knot layer 3/30`)
+    let l = line.trim();
+    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => l,
+    };
+    if l.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+        if v["event"] != "progress" {
+            return None;
+        }
+        return Some(Step {
+            what: v["what"].as_str().unwrap_or("progress").to_string(),
+            done: v["done"].as_u64()?,
+            total: v["total"].as_u64()?,
+        });
+    }
+    let (what, frac) = l.rsplit_once(" layer ")?;
+    let (done, total) = frac.split_once('/')?;
+    let what = what.strip_suffix(':').unwrap_or(what).replace(": ", " ");
+    Some(Step { what, done: done.trim().parse().ok()?, total: total.trim().parse().ok()? })
+}
+
+/// Where a followed log goes: bars and readable lines on a terminal, the lines as they are
+/// otherwise.
+pub struct LogView {
+    bars: Option<(MultiProgress, HashMap<String, ProgressBar>)>,
+}
+
+impl LogView {
+    /// Bars when `terminal` (stdout is one, and no `--json` asked for the events).
+    pub fn new(terminal: bool) -> LogView {
+        LogView {
+            bars: terminal.then(|| (MultiProgress::with_draw_target(ProgressDrawTarget::stdout()), HashMap::new())),
+        }
+    }
+
+    /// One line of the log.
+    pub fn line(&mut self, l: &str) {
+        let Some((multi, bars)) = &mut self.bars else {
+            println!("    | {l}");
+            return;
+        };
+        if let Some(s) = step_of(l) {
+            let bar = bars.entry(s.what.clone()).or_insert_with(|| {
+                let style = ProgressStyle::with_template(
+                    "    {prefix:<12} [{bar:30}] {human_pos}/{human_len} {msg:>9} eta {eta:>4} ({elapsed})",
+                )
+                .expect("a valid template")
+                .progress_chars("█▉ ");
+                let b = multi.add(ProgressBar::new(s.total).with_style(style).with_prefix(s.what.clone()));
+                b.reset_elapsed();
+                b
+            });
+            bar.set_length(s.total);
+            bar.set_position(s.done);
+            bar.set_message(rate(s.done as f64 / bar.elapsed().as_secs_f64().max(1e-3)));
+            if s.done >= s.total {
+                bar.finish();
+            }
+            return;
+        }
+        let shown = figures_of(l).unwrap_or_else(|| l.to_string());
+        let _ = multi.println(format!("    | {shown}"));
+    }
+
+    /// The build is over: its bars stay as they were last drawn.
+    pub fn finish(&mut self) {
+        if let Some((_, bars)) = &mut self.bars {
+            for b in bars.values() {
+                if !b.is_finished() {
+                    b.abandon();
+                }
+            }
+            bars.clear();
+        }
+    }
+}
+
+/// A rate of units per second, short: `830/s`, `12.4k/s`, `3.1M/s`.
+fn rate(per_s: f64) -> String {
+    match per_s {
+        r if r >= 1e9 => format!("{:.1}G/s", r / 1e9),
+        r if r >= 1e6 => format!("{:.1}M/s", r / 1e6),
+        r if r >= 1e4 => format!("{:.1}k/s", r / 1e3),
+        r => format!("{r:.0}/s"),
+    }
+}
+
+/// Print a build's log as it grows until it finishes, through `view`.
+pub fn follow_build(b: &dyn BuildService, id: &str, view: &mut LogView) -> anyhow::Result<String> {
+    let mut off = 0;
+    loop {
+        let chunk = b.read_log(id, off)?;
+        off = chunk.next_offset;
+        String::from_utf8_lossy(&chunk.data).lines().for_each(|l| view.line(l));
+        let info = b.get(id)?;
+        if !info.status.is_ongoing() {
+            let rest = b.read_log(id, off)?;
+            String::from_utf8_lossy(&rest.data).lines().for_each(|l| view.line(l));
+            view.finish();
+            return Ok(info.status.as_str().to_string());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_short() {
+        assert_eq!([rate(830.4), rate(12_400.0), rate(3.14e6), rate(2e9)], ["830/s", "12.4k/s", "3.1M/s", "2.0G/s"]);
+    }
+
+    #[test]
+    fn steps_are_read_from_events_and_layer_lines() {
+        let ev =
+            r#"{"done":71663616,"elapsed_s":28.3,"event":"progress","item":"blk.3","total":134515008,"what":"encode"}"#;
+        assert_eq!(step_of(ev), Some(Step { what: "encode".into(), done: 71663616, total: 134515008 }));
+        assert_eq!(step_of("gate: knot layer 3/30"), Some(Step { what: "gate knot".into(), done: 3, total: 30 }));
+        assert_eq!(step_of("imatrix: layer 30/30"), Some(Step { what: "imatrix".into(), done: 30, total: 30 }));
+        assert_eq!(
+            step_of("[10:00:05] gate: f16 layer 1/2"),
+            Some(Step { what: "gate f16".into(), done: 1, total: 2 })
+        );
+        for other in ["result: PASS", r#"{"event":"done"}"#, "a layer of paint", "{not json", "figures: {}"] {
+            assert_eq!(step_of(other), None, "{other}");
+        }
+    }
+}
