@@ -228,6 +228,13 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
     anyhow::bail!("the demo campaign did not finish in 16 ticks")
 }
 
+/// Follow one build to its end and say how it ended.
+fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView) -> anyhow::Result<()> {
+    let status = super::follow::follow_build(b, id, view)?;
+    println!("  build {id}: {status}");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,11 +267,4 @@ mod tests {
         std::fs::write(&p, std::fs::read_to_string(&p).unwrap().replace("kld_max = 1.0", "kld_max = 0.5")).unwrap();
         assert_eq!(demo_config(&cli, false).unwrap().gate.kld_max, Some(0.5));
     }
-}
-
-/// Follow one build to its end and say how it ended.
-fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView) -> anyhow::Result<()> {
-    let status = super::follow::follow_build(b, id, view)?;
-    println!("  build {id}: {status}");
-    Ok(())
 }

@@ -1,13 +1,15 @@
-//! Progress reporting: a redrawn bar on a terminal, JSON lines otherwise (for build logs).
+//! Progress reporting: a bar on a terminal (indicatif), JSON lines otherwise (for build logs,
+//! which `follow`, the demo and the control room read back as bars).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Instant;
 
 pub struct Progress {
     what: String,
     total: u64,
     done: u64,
-    tty: bool,
+    /// the bar, on a terminal
+    bar: Option<indicatif::ProgressBar>,
     start: Instant,
     last: Instant,
     quiet: bool,
@@ -16,15 +18,15 @@ pub struct Progress {
 impl Progress {
     pub fn new(what: &str, total: u64, quiet: bool) -> Progress {
         let now = Instant::now();
-        Progress {
-            what: what.into(),
-            total,
-            done: 0,
-            tty: std::io::stderr().is_terminal(),
-            start: now,
-            last: now,
-            quiet,
-        }
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {percent:>3}% {human_pos}/{human_len} eta {eta} ({elapsed}) {msg:.dim}",
+            )
+            .expect("a valid template")
+            .progress_chars("█▉ ");
+            indicatif::ProgressBar::new(total).with_style(style).with_prefix(what.to_string())
+        });
+        Progress { what: what.into(), total, done: 0, bar, start: now, last: now, quiet }
     }
 
     /// Advance by `n` units; `item` names what was just finished.
@@ -33,43 +35,26 @@ impl Progress {
         if self.quiet {
             return;
         }
-        let now = Instant::now();
         let finished = self.done >= self.total;
-        if self.tty {
-            if now.duration_since(self.last).as_millis() < 100 && !finished {
-                return;
-            }
-            let frac = if self.total > 0 { self.done as f64 / self.total as f64 } else { 1.0 };
-            let width = 30usize;
-            let fill = (frac * width as f64) as usize;
-            let el = self.start.elapsed().as_secs_f64();
-            let eta = if frac > 0.0 { el / frac - el } else { 0.0 };
-            eprint!(
-                "\r{} [{}{}] {:5.1}% {:>6.1}s eta {:>5.1}s {:<40.40}",
-                self.what,
-                "█".repeat(fill),
-                "·".repeat(width - fill),
-                frac * 100.0,
-                el,
-                eta,
-                item
-            );
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done);
+            bar.set_message(item.to_string());
             if finished {
-                eprintln!();
+                bar.finish();
             }
-            let _ = std::io::stderr().flush();
-        } else {
-            if now.duration_since(self.last).as_secs_f64() < 2.0 && !finished {
-                return;
-            }
-            eprintln!(
-                "{}",
-                serde_json::json!({
-                    "event": "progress", "what": self.what, "done": self.done, "total": self.total,
-                    "item": item, "elapsed_s": (self.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-                })
-            );
+            return;
         }
+        let now = Instant::now();
+        if now.duration_since(self.last).as_secs_f64() < 2.0 && !finished {
+            return;
+        }
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "event": "progress", "what": self.what, "done": self.done, "total": self.total,
+                "item": item, "elapsed_s": (self.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+            })
+        );
         self.last = now;
     }
 }

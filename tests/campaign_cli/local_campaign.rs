@@ -64,7 +64,8 @@ fn wait_for_builds(root: &Path) {
 }
 
 /// A local campaign root under `dir` with `ids` READY (the SmolLM2 fixture's f16, imatrix,
-/// base knot and qspec under each id) at `bpw=2.6`, which holds the argmax gate.
+/// base knot and qspec under each id) at `bpw=2.6`, which holds the argmax gate, encoded
+/// without error feedback ([`PLAIN`]).
 fn ready_root(dir: &Path, ids: &[&str], extra_queue: &str) -> std::path::PathBuf {
     let root = dir.join("root");
     let link = |from: &Path, to: std::path::PathBuf| {
@@ -80,7 +81,20 @@ fn ready_root(dir: &Path, ids: &[&str], extra_queue: &str) -> std::path::PathBuf
         queue += &format!("{id} params=0.135 family=llama bpw=2.6 READY-NOW\n");
     }
     std::fs::write(root.join("queue.txt"), queue + extra_queue).unwrap();
+    std::fs::write(root.join("config.toml"), PLAIN).unwrap();
     root
+}
+
+/// The config of a [`ready_root`]: what these tests check is the control plane, not the knot,
+/// so its builds encode without error feedback (the demo's own settings are tested on the
+/// demo's root, and the encoder's quality on the real fixtures in tests/encode_gate.rs).
+const PLAIN: &str = "[feedback]\nenabled = false\n";
+
+/// Add `text` to a root's config.toml.
+fn configure(root: &Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(root.join("config.toml")).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
 }
 
 /// `[watch] encode_slots = 2` on the local default with two READY models: two ticks submit
@@ -90,7 +104,7 @@ fn two_encode_slots_run_two_encodes_at_once() {
     let d = tempfile::tempdir().unwrap();
     let ids = ["smol-a", "smol-b"];
     let root = ready_root(d.path(), &ids, "");
-    std::fs::write(root.join("config.toml"), "[watch]\nencode_slots = 2\n").unwrap();
+    configure(&root, "[watch]\nencode_slots = 2\n");
     let r = root.to_str().unwrap();
     let tick = || run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick", "--submit"], &root);
     let a = tick();
@@ -242,7 +256,7 @@ fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
     let root = ready_root(d.path(), &["smol-a"], "other params=1 family=llama hf=org/other AUTO-FEED\n");
     // a distributional gate (short, on the licence text), so the verdict carries figures
     let text = common::repo().join("LICENSE");
-    std::fs::write(root.join("config.toml"), format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text)).unwrap();
+    configure(&root, &format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text));
     let r = root.to_str().unwrap();
     let cli = |args: &[&str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs"];
