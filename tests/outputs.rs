@@ -140,6 +140,33 @@ fn convert_never_writes_over_its_input() {
     }
 }
 
+/// `imatrix --out` onto its model or its text (or through a link to either): refused (exit 2),
+/// both untouched.
+#[test]
+fn imatrix_never_writes_over_its_model_or_text() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m.gguf");
+    std::fs::copy(common::asset("tests/golden/forward/qwen2.gguf"), &m).unwrap();
+    let t = d.path().join("t.txt");
+    std::fs::write(&t, "The quick brown fox jumps over the lazy dog. ".repeat(40)).unwrap();
+    let link = d.path().join("link.gguf");
+    std::os::unix::fs::symlink(&m, &link).unwrap();
+    let (model, text) = (bytes(&m), bytes(&t));
+    for (out, named) in [(&m, "--model"), (&link, "--model"), (&t, "--text")] {
+        let o = run(&[
+            os("imatrix"),
+            os("--model"),
+            m.as_os_str(),
+            os("--text"),
+            t.as_os_str(),
+            os("--out"),
+            out.as_os_str(),
+        ]);
+        refused(&o, 2, &["--out", named]);
+        assert_eq!((bytes(&m), bytes(&t)), (model.clone(), text.clone()), "{named}");
+    }
+}
+
 /// An encode whose telemetry cannot be written leaves the knot that was at `--out` as it was
 /// (refused before any work, by the same rule), and no new file beside it.
 #[test]

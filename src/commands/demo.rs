@@ -127,7 +127,7 @@ pub fn demo_config_toml(root: &Path) -> String {
     let q = |p: PathBuf| serde_json::to_string(&p.display().to_string()).expect("a string serializes");
     format!(
         "# Written by `kaiju-tui demo`: what this root's builds are set up with. Every command\n\
-         # run on this root reads it (README, \"The gate\").\n\
+         # run on this root reads it (docs/GATE.md).\n\
          [gate]\ntext = {}\nkld_max = {kld:?}\ntop1_min = {top1:?}\nppl_ratio_max = {ppl:?}\n\
          # an argmax case the knot fails by taking the f16's runner-up, where the f16 leads by\n\
          # less than this many logits, is a coin toss: INCONCLUSIVE, the thresholds decide\n\

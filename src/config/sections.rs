@@ -155,7 +155,7 @@ fn margin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Erro
 /// 0.41, top-1 66%, PPL ×1.31; its Qwen2.5-Coder-0.5B 3.3 bpw 0.17, 83%, ×1.31; Qwen at 2.7 bpw
 /// 0.50, 72%, ×2.03),
 /// while a 0.5B model squeezed to 2.25 bpw (Qwen q = 4: ×3.61 with feedback, KLD 1.47 without)
-/// and a broken knot (one tensor zeroed: KLD above 5) do not. README, "The gate".
+/// and a broken knot (one tensor zeroed: KLD above 5) do not. docs/GATE.md.
 pub const DAMAGE_LIMITS: (f64, f64, f64) = (1.0, 50.0, 2.2);
 
 impl Default for GateConfig {

@@ -86,7 +86,7 @@ impl GateMark {
     }
 }
 
-/// What the marks in the prerequisite and gate columns mean (help overlay, README).
+/// What the marks in the prerequisite and gate columns mean (help overlay, docs/GUIDE.md).
 pub const LEGEND: &str = "✔ present / argmax gate · ✗ absent / no qspec · ? UNKNOWN (probe failed) · \
 ∅ qspec is not a gate (sentinel) · ! qspec invalid";
 
@@ -374,7 +374,7 @@ pub fn table(rows: &[ZooRow]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -447,16 +447,20 @@ mod tests {
         assert_eq!(codec_line(&q.entries[2]), "codec: KAIJU1 allocated for 2.6 bpw");
     }
 
-    #[test]
-    fn the_gate_figures_read_against_their_thresholds() {
+    /// A gate log's `figures: {…}` line: these figures over 2,048 tokens, against `thresholds`.
+    pub fn figures_line(kld: f64, top1: f64, ppl_ratio: f64, thresholds: serde_json::Value) -> String {
         let quality = serde_json::json!({
             "reference": "f.gguf", "text": "t.txt", "ctx": 512, "chunks": 8, "tokens_scored": 2048,
-            "kld_mean": 0.4123, "kld_mean_se": 0.01, "kld_median": 0.3, "kld_p99": 2.0, "kld_max": 5.0,
-            "top1_pct": 66.2, "ppl_ref": 10.0, "ppl_knot": 13.1, "ppl_ratio": 1.31, "seconds": 9.0,
-            "model_tokens_per_s": 800.0,
+            "kld_mean": kld, "kld_mean_se": 0.01, "kld_median": kld, "kld_p99": 2.0, "kld_max": 5.0,
+            "top1_pct": top1, "ppl_ref": 10.0, "ppl_knot": 10.0 * ppl_ratio, "ppl_ratio": ppl_ratio,
+            "seconds": 9.0, "model_tokens_per_s": 800.0,
         });
-        let figures = serde_json::json!({"quality": quality, "thresholds": {"kld_max": 0.4, "top1_min": 50.0}});
-        let line = format!("figures: {figures}");
+        format!("figures: {}", serde_json::json!({"quality": quality, "thresholds": thresholds}))
+    }
+
+    #[test]
+    fn the_gate_figures_read_against_their_thresholds() {
+        let line = figures_line(0.4123, 66.2, 1.31, serde_json::json!({"kld_max": 0.4, "top1_min": 50.0}));
         let f = figures_of(&line).expect("figures");
         assert_eq!(f, "figures: KLD 0.412 ≤ 0.4 ✗ · top-1 66.2% ≥ 50% ✓ · PPL ×1.31 (over 2048 tokens)");
         assert_eq!(figures_of("figures: {"), None);

@@ -427,14 +427,13 @@ mod screens;
 #[test]
 fn the_log_pane_reads_the_gate_figures() {
     let mut a = app();
-    let quality = serde_json::json!({
-        "reference": "f.gguf", "text": "t.txt", "ctx": 512, "chunks": 8, "tokens_scored": 2048,
-        "kld_mean": 0.25, "kld_mean_se": 0.01, "kld_median": 0.2, "kld_p99": 2.0, "kld_max": 5.0,
-        "top1_pct": 80.0, "ppl_ref": 10.0, "ppl_knot": 12.0, "ppl_ratio": 1.2, "seconds": 9.0,
-        "model_tokens_per_s": 800.0,
-    });
-    let figures = serde_json::json!({"quality": quality, "thresholds": {"kld_max": 1.0, "ppl_ratio_max": 2.2}});
-    a.on_msg(Msg::Log { build: "b".into(), text: format!("argmax: 7042 PASS\nfigures: {figures}\nresult: PASS\n") });
+    let figures = crate::controlplane::campaign::zoo::tests::figures_line(
+        0.25,
+        80.0,
+        1.2,
+        serde_json::json!({"kld_max": 1.0, "ppl_ratio_max": 2.2}),
+    );
+    a.on_msg(Msg::Log { build: "b".into(), text: format!("argmax: 7042 PASS\n{figures}\nresult: PASS\n") });
     let lines: Vec<&str> = a.log.lines.iter().rev().take(3).rev().map(|(_, l)| l.as_str()).collect();
     assert_eq!(lines[1], "figures: KLD 0.250 ≤ 1 ✓ · top-1 80.0% · PPL ×1.20 ≤ 2.2 ✓ (over 2048 tokens)", "{lines:?}");
     assert!(!lines.iter().any(|l| l.contains('{')), "{lines:?}");

@@ -250,16 +250,14 @@ mod tests {
         LocalBuilds { dir: d.join("builds"), stores, runner: Runner::Spawn { exe } }
     }
 
-    /// A runner that dies before it writes a status is reported as an internal error, not
-    /// left queued for ever; and `submit` never writes the status the runner owns.
-    #[test]
-    fn a_runner_gone_before_its_first_status_is_an_internal_error() {
+    /// A build submitted to a stand-in runner (a script that exits with `code` at once): the
+    /// service and the build's id.
+    fn submit_to_runner(d: &Path, code: u8) -> (LocalBuilds, String) {
         use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        let exe = d.path().join("runner.sh");
-        std::fs::write(&exe, "#!/bin/sh\nexit 3\n").unwrap();
+        let exe = d.join("runner.sh");
+        std::fs::write(&exe, format!("#!/bin/sh\nexit {code}\n")).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let b = service(d.path(), exe);
+        let b = service(d, exe);
         let spec = BuildSpec {
             kind: BuildKind::Encode,
             model_id: "m".into(),
@@ -268,6 +266,15 @@ mod tests {
             resources: Default::default(),
         };
         let id = b.submit(&spec).unwrap().id;
+        (b, id)
+    }
+
+    /// A runner that dies before it writes a status is reported as an internal error, not
+    /// left queued for ever; and `submit` never writes the status the runner owns.
+    #[test]
+    fn a_runner_gone_before_its_first_status_is_an_internal_error() {
+        let d = tempfile::tempdir().unwrap();
+        let (b, id) = submit_to_runner(d.path(), 3);
         let dir = b.dir.join(&id);
         assert_eq!(read_status(&dir).unwrap().pid, None, "submit leaves status.json to the runner");
         let mut status = BuildStatus::Queued;
@@ -286,20 +293,8 @@ mod tests {
     /// not left a zombie until that process exits.
     #[test]
     fn a_finished_runner_is_reaped() {
-        use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        let exe = d.path().join("runner.sh");
-        std::fs::write(&exe, "#!/bin/sh\nexit 0\n").unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let b = service(d.path(), exe);
-        let spec = BuildSpec {
-            kind: BuildKind::Encode,
-            model_id: "m".into(),
-            substitutions: BTreeMap::new(),
-            tags: vec![],
-            resources: Default::default(),
-        };
-        let id = b.submit(&spec).unwrap().id;
+        let (b, id) = submit_to_runner(d.path(), 0);
         let pid: u32 = std::fs::read_to_string(b.dir.join(&id).join(RUNNER_PID_FILE)).unwrap().parse().unwrap();
         // reaped: /proc has no entry for it (a zombie keeps one, in state Z, until waited for)
         let gone = (0..200).any(|_| {
