@@ -124,14 +124,33 @@ fn the_checker_finds_what_it_should() {
     assert_eq!(links("see [g](docs/GUIDE.md#commands) and `[x](y)` [z](#a)"), ["docs/GUIDE.md#commands", "#a"]);
 }
 
-/// The README's picture of the control room is the 80 × 24 snapshot the TUI tests draw from the
-/// current code, verbatim.
+/// Every picture of the control room in the docs (a text block that starts with its header) is
+/// one of the snapshots the TUI tests draw from the current code, verbatim; the README's is the
+/// 80 × 24 zoo.
 #[test]
-fn the_readme_capture_is_the_current_snapshot() {
-    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
-    let snap = std::fs::read_to_string(common::repo().join("tests/snapshots/zoo_80x24.txt")).unwrap();
-    let block = readme.split("```text\n").nth(1).and_then(|b| b.split("\n```").next()).expect("a text block");
-    assert_eq!(block.trim_end(), snap.trim_end(), "README.md's capture differs from tests/snapshots/zoo_80x24.txt");
+fn the_captures_are_the_current_snapshots() {
+    let repo = common::repo();
+    let snaps: Vec<(String, String)> = std::fs::read_dir(repo.join("tests/snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    let mut seen = 0;
+    for rel in ["README.md", "docs/GUIDE.md"] {
+        let text = std::fs::read_to_string(repo.join(rel)).unwrap();
+        for block in text.split("```text\n").skip(1).filter_map(|b| b.split("\n```").next()) {
+            if !block.starts_with(" kaiju-tui │") {
+                continue;
+            }
+            seen += 1;
+            let same = snaps.iter().find(|(_, s)| s.trim_end() == block.trim_end());
+            assert!(same.is_some(), "{rel}: a capture that is no snapshot of tests/snapshots/:\n{block}");
+            if rel == "README.md" {
+                assert_eq!(same.unwrap().0, "zoo_80x24.txt", "the README shows the 80 × 24 zoo");
+            }
+        }
+    }
+    assert!(seen >= 4, "{seen} captures found");
 }
 
 /// The README, the guide, the reference and the changelog describe the software: no word of the
