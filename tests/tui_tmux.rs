@@ -25,21 +25,16 @@ fn wait_for(session: &str, what: &str) -> String {
 
 #[test]
 fn hold_move_and_quit_in_a_real_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    }
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     std::fs::write(root.join("queue.txt"), include_str!("../assets/demo/queue.txt")).unwrap();
     std::fs::create_dir_all(root.join("qspecs")).unwrap();
-    let session = format!("kaiju-test-{}", std::process::id());
     let cmd = format!(
         "{} --root {r} --queue {r}/queue.txt --qspecs {r}/qspecs --color never; echo EXITED $?; sleep 30",
         common::bin().display(),
         r = root.display()
     );
-    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "40", &cmd]);
-    let guard = scopeguard(session.clone());
+    let (session, guard) = start("kaiju-test", 120, 40, &cmd);
     wait_for(&session, "smollm2-135m");
     wait_for(&session, "NOT READY");
     // hold the first model (smollm2-135m): h, then confirm
@@ -71,20 +66,15 @@ fn hold_move_and_quit_in_a_real_terminal() {
 /// to run and the finish date; `n` previews more encode slots; `P` goes back to the zoo.
 #[test]
 fn the_timeline_draws_the_shipped_queue_in_a_real_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    }
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let session = format!("kaiju-timeline-{}", std::process::id());
     let cmd = format!(
         "cd {repo} && {bin} --root {r} --color never; echo EXITED $?; sleep 30",
         repo = common::repo().display(),
         bin = common::bin().display(),
         r = root.display()
     );
-    tmux(&["new-session", "-d", "-s", &session, "-x", "160", "-y", "48", &cmd]);
-    let guard = scopeguard(session.clone());
+    let (session, guard) = start("kaiju-timeline", 160, 48, &cmd);
     wait_for(&session, "qwen2.5-72b");
     tmux(&["send-keys", "-t", &session, "P"]);
     let s = wait_for(&session, "timeline · 1 encode slot(s)");
@@ -109,6 +99,17 @@ fn the_timeline_draws_the_shipped_queue_in_a_real_terminal() {
     drop(guard);
 }
 
+/// A detached tmux session of `width` × `height` running `cmd`, and the guard that kills it.
+/// tmux is required (.ci/run installs it).
+fn start(name: &str, width: u16, height: u16, cmd: &str) -> (String, Guard) {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is required for this test (.ci/run installs it)");
+    }
+    let session = format!("{name}-{}", std::process::id());
+    tmux(&["new-session", "-d", "-s", &session, "-x", &width.to_string(), "-y", &height.to_string(), cmd]);
+    (session.clone(), scopeguard(session))
+}
+
 struct Guard(String);
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -126,9 +127,6 @@ fn scopeguard(s: String) -> Guard {
 fn a_followed_build_shows_bars_in_a_terminal_and_events_when_piped() {
     use kaiju::controlplane::backend::builds::{BuildInfo, BuildKind, BuildSpec, BuildStatus};
     use kaiju::controlplane::backend::local::build_dir::{write_status, LOG_FILE};
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    }
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     let id = "b1-smollm2-135m";
@@ -159,10 +157,8 @@ fn a_followed_build_shows_bars_in_a_terminal_and_events_when_piped() {
     log += "gate: knot layer 1/2\ngate: knot layer 2/2\n";
     log += &format!("[10:00:09] gate: figures: {figures}\n[10:00:09] gate: result: PASS\n");
     std::fs::write(dir.join(LOG_FILE), &log).unwrap();
-    let session = format!("kaiju-follow-{}", std::process::id());
     let cmd = format!("{} --root {} follow {id}; echo EXITED $?; sleep 30", common::bin().display(), root.display());
-    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "30", &cmd]);
-    let guard = scopeguard(session.clone());
+    let (session, guard) = start("kaiju-follow", 120, 30, &cmd);
     let s = wait_for(&session, "EXITED 0");
     drop(guard);
     assert!(s.contains("encode") && s.contains("30/30") && s.contains('█'), "a bar for the encode:\n{s}");

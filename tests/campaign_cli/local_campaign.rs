@@ -386,6 +386,13 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     // requeue --reencode: one more encode; the shipped knot stays until the new one passes
     // its gate, and is then kept under .prev names
     let first = std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap();
+    // the operator turns the feedback off in the root's config before asking for the re-encode:
+    // the build takes the config as it is now (and what is checked here is the re-encode, not
+    // the knot: a plain encode is a fifth of the time)
+    let conf = root.join("config.toml");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("enabled = true"), "{text}");
+    std::fs::write(&conf, text.replacen("enabled = true", "enabled = false", 1)).unwrap();
     let o = run(
         &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m", "--reencode"],
         &root,
@@ -399,7 +406,10 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     for k in ["knot", "telemetry.json", "gate.log"] {
         assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.prev.{k}")).exists(), "{k} kept");
     }
-    assert_ne!(std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap(), first);
+    let again = std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap();
+    assert_ne!(again, first);
+    let tel: serde_json::Value = serde_json::from_slice(&again).unwrap();
+    assert!(tel["feedback"].is_null(), "the re-encode ran under the config as edited: {}", tel["feedback"]);
     // one request, one encode: done again
     let o = run(&args(&["--submit"]), &root);
     assert_eq!(o.status.code(), Some(11), "{o:?}");
