@@ -509,25 +509,22 @@ fn calib_chunks(s: &str) -> Result<usize, String> {
     parse_chunks(s).ok_or_else(|| format!("expected {}", chunks_expected()))
 }
 
-/// A threshold: a finite number above 0 (NaN, infinities, 0 and negatives make no limit).
+/// A threshold (`quality::is_limit`: NaN, infinities, 0 and negatives make no limit).
 fn above_zero(s: &str) -> Result<f64, String> {
-    s.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| "expected a finite number above 0".into())
+    use crate::dataplane::gate::quality::{is_limit, LIMIT_EXPECTED};
+    s.parse::<f64>().ok().filter(|&v| is_limit(v)).ok_or_else(|| format!("expected {LIMIT_EXPECTED}"))
 }
 
-/// A top-1 agreement threshold: a percentage above 0 and at most 100.
+/// A top-1 agreement threshold (`quality::is_percentage`).
 fn percentage(s: &str) -> Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 100.0)
-        .ok_or_else(|| "expected a percentage above 0 and at most 100".into())
+    use crate::dataplane::gate::quality::{is_percentage, PERCENTAGE_EXPECTED};
+    s.parse::<f64>().ok().filter(|&v| is_percentage(v)).ok_or_else(|| format!("expected {PERCENTAGE_EXPECTED}"))
 }
 
-/// A margin between two logits: a finite number above 0.
+/// A margin between two logits (`argmax::is_margin`).
 fn logits(s: &str) -> Result<f32, String> {
-    s.parse::<f32>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| "expected a finite logit difference above 0".into())
+    use crate::dataplane::gate::argmax::{is_margin, MARGIN_EXPECTED};
+    s.parse::<f32>().ok().filter(|&v| is_margin(v)).ok_or_else(|| format!("expected {MARGIN_EXPECTED}"))
 }
 
 /// A calibration sequence length (`--calib-seq`; `feedback::parse_seq`).

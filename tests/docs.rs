@@ -36,19 +36,23 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
+/// A Markdown file's lines outside its fenced code blocks (the fences left out too).
+fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    text.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
 /// The anchors of a Markdown file's headings (outside code blocks), duplicates numbered as
 /// GitHub numbers them.
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced || !line.starts_with('#') {
-            continue;
-        }
+    for line in prose_lines(text).filter(|l| l.starts_with('#')) {
         let base = slug(line.trim_start_matches('#'));
         let mut a = base.clone();
         let mut n = 1;
@@ -64,15 +68,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 /// The targets of a Markdown file's inline links `[text](target)`, outside code blocks and spans.
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in prose_lines(text) {
         // code spans may hold brackets and parentheses that are not links
         let plain: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
         let mut rest = plain.as_str();

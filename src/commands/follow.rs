@@ -5,43 +5,27 @@
 
 use crate::controlplane::backend::builds::BuildService;
 use crate::controlplane::campaign::zoo::figures_of;
+use crate::dataplane::progress::{event_of, Event};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 
-/// A step's progress as a log line reports it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    /// the bar's name: `encode`, `sample`, `gate knot`, `imatrix`, …
-    pub what: String,
-    pub done: u64,
-    pub total: u64,
-}
-
-/// The progress a log line reports: the encoder's JSON event (`{"event":"progress","what":…,
-/// "done":…,"total":…}`), or the gate's and the imatrix's `… layer L/N` line. None for any other
+/// The progress a log line reports: the encoder's event ([`event_of`]), or the gate's and the
+/// imatrix's `… layer L/N` line (the step named by what stands before it). None for any other
 /// line.
-pub fn step_of(line: &str) -> Option<Step> {
+pub fn step_of(line: &str) -> Option<Event> {
+    if let Some(e) = event_of(line) {
+        return Some(e);
+    }
     // a build log's own lines carry a stamp (`[10:00:05] gate: knot layer 3/30`)
     let l = line.trim();
     let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
         Some((_, rest)) => rest,
         None => l,
     };
-    if l.starts_with('{') {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        if v["event"] != "progress" {
-            return None;
-        }
-        return Some(Step {
-            what: v["what"].as_str().unwrap_or("progress").to_string(),
-            done: v["done"].as_u64()?,
-            total: v["total"].as_u64()?,
-        });
-    }
     let (what, frac) = l.rsplit_once(" layer ")?;
     let (done, total) = frac.split_once('/')?;
     let what = what.strip_suffix(':').unwrap_or(what).replace(": ", " ");
-    Some(Step { what, done: done.trim().parse().ok()?, total: total.trim().parse().ok()? })
+    Some(Event { what, done: done.trim().parse().ok()?, total: total.trim().parse().ok()? })
 }
 
 /// Where a followed log goes: bars and readable lines on a terminal, the lines as they are
@@ -141,12 +125,12 @@ mod tests {
     fn steps_are_read_from_events_and_layer_lines() {
         let ev =
             r#"{"done":71663616,"elapsed_s":28.3,"event":"progress","item":"blk.3","total":134515008,"what":"encode"}"#;
-        assert_eq!(step_of(ev), Some(Step { what: "encode".into(), done: 71663616, total: 134515008 }));
-        assert_eq!(step_of("gate: knot layer 3/30"), Some(Step { what: "gate knot".into(), done: 3, total: 30 }));
-        assert_eq!(step_of("imatrix: layer 30/30"), Some(Step { what: "imatrix".into(), done: 30, total: 30 }));
+        assert_eq!(step_of(ev), Some(Event { what: "encode".into(), done: 71663616, total: 134515008 }));
+        assert_eq!(step_of("gate: knot layer 3/30"), Some(Event { what: "gate knot".into(), done: 3, total: 30 }));
+        assert_eq!(step_of("imatrix: layer 30/30"), Some(Event { what: "imatrix".into(), done: 30, total: 30 }));
         assert_eq!(
             step_of("[10:00:05] gate: f16 layer 1/2"),
-            Some(Step { what: "gate f16".into(), done: 1, total: 2 })
+            Some(Event { what: "gate f16".into(), done: 1, total: 2 })
         );
         for other in ["result: PASS", r#"{"event":"done"}"#, "a layer of paint", "{not json", "figures: {}"] {
             assert_eq!(step_of(other), None, "{other}");

@@ -149,11 +149,16 @@ pub fn names_a_secret(key: &str) -> bool {
 /// any line of the file, holds the value of a key that [`names_a_secret`]: then the line is
 /// named by number and key, and every such value is taken out of the message.
 fn parse_message(text: &str, e: &toml::de::Error) -> String {
-    let key_of = |line: &str| line.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string());
+    // a line's key and value, as `key = value` writes them
+    fn key_value(line: &str) -> Option<(&str, &str)> {
+        line.split_once('=').map(|(k, v)| (k.trim().trim_matches('"'), v))
+    }
+    let key_of = |line: &str| key_value(line).map(|(k, _)| k.to_string());
     let secret_values: Vec<&str> = text
         .lines()
-        .filter(|l| key_of(l).is_some_and(|k| names_a_secret(&k)))
-        .filter_map(|l| l.split_once('=').map(|(_, v)| v.trim().trim_matches('"').trim()))
+        .filter_map(key_value)
+        .filter(|(k, _)| names_a_secret(k))
+        .map(|(_, v)| v.trim().trim_matches('"').trim())
         .filter(|v| !v.is_empty())
         .collect();
     let line_no = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
@@ -428,7 +433,6 @@ fn origin(msg: &str, env: &[(String, String)], file: Option<&Path>) -> String {
 }
 
 impl Config {
-    /// How many builds the watcher may run at once.
     /// The files this campaign runs on, for a header: the config (or "no config file"), the
     /// queue and the qspecs.
     pub fn files_line(&self) -> String {
@@ -436,6 +440,7 @@ impl Config {
         format!("{config} · queue {} · qspecs {}", self.queue.display(), self.qspecs.display())
     }
 
+    /// How many builds the watcher may run at once.
     pub fn slots(&self) -> crate::controlplane::campaign::tick::Slots {
         crate::controlplane::campaign::tick::Slots {
             encodes: self.encode_slots,

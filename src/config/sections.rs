@@ -191,9 +191,10 @@ impl GateConfig {
     /// `argmax_min_margin` is a positive logit difference and comes with a threshold.
     pub(super) fn validate_margin(&self) -> Result<(), String> {
         match self.argmax_min_margin {
-            Some(m) if !(m.is_finite() && m > 0.0) => {
-                Err(format!("gate.argmax_min_margin = {m}: expected a finite logit difference above 0"))
-            }
+            Some(m) if !crate::dataplane::gate::argmax::is_margin(m) => Err(format!(
+                "gate.argmax_min_margin = {m}: expected {}",
+                crate::dataplane::gate::argmax::MARGIN_EXPECTED
+            )),
             Some(m) if !self.thresholds().any() => Err(format!(
                 "gate.argmax_min_margin = {m}: needs at least one of gate.kld_max, gate.top1_min, \
                  gate.ppl_ratio_max (an inconclusive argmax case's verdict rests on them)"

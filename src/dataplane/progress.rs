@@ -58,3 +58,29 @@ impl Progress {
         self.last = now;
     }
 }
+
+/// A progress event as [`Progress::advance`] writes it into a log line: the step (`encode`,
+/// `sample`, `convert`; an event without one is the encode's), and its units done of total.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub what: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// The progress event a log line holds (`{"event":"progress",…}`, whatever stands before its
+/// `{`), if any: the one reader of what [`Progress::advance`] writes.
+pub fn event_of(line: &str) -> Option<Event> {
+    if !line.contains("\"progress\"") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&line[line.find('{')?..]).ok()?;
+    if v["event"] != "progress" {
+        return None;
+    }
+    Some(Event {
+        what: v["what"].as_str().unwrap_or("encode").to_string(),
+        done: v["done"].as_u64()?,
+        total: v["total"].as_u64()?,
+    })
+}

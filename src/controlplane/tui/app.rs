@@ -168,14 +168,7 @@ impl Throughput {
 /// The encode's progress event in a log line (`{"event":"progress","what":"encode","done":…,
 /// "total":…}`), if any; the allocator's sampling reports as "sample" and is not the encode.
 pub fn progress_event(line: &str) -> Option<(u64, u64)> {
-    if !line.contains("\"progress\"") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(&line[line.find('{')?..]).ok()?;
-    if v["event"] != "progress" || v.get("what").is_some_and(|w| w != "encode") {
-        return None;
-    }
-    Some((v["done"].as_u64()?, v["total"].as_u64()?))
+    crate::dataplane::progress::event_of(line).filter(|e| e.what == "encode").map(|e| (e.done, e.total))
 }
 
 /// What the log pane shows.

@@ -239,6 +239,14 @@ impl Minted {
     }
 }
 
+/// What a margin between two logits (`argmax_min_margin`, `--min-margin`) takes.
+pub const MARGIN_EXPECTED: &str = "a finite logit difference above 0";
+
+/// Whether `m` can be a margin between two logits: finite and above 0.
+pub fn is_margin(m: f32) -> bool {
+    m.is_finite() && m > 0.0
+}
+
 /// Derive an argmax qspec from the f16 model's own greedy next token on each prompt (the
 /// first is the qspec's top-level prompt, the rest its `cases`), recording the f16's margin on
 /// each; with `min_margin`, a prompt the f16 is less sure of than that is refused.
@@ -246,8 +254,8 @@ pub fn mint(f16: &Path, prompts: &[String], id: Option<String>, min_margin: Opti
     if prompts.is_empty() {
         return Err(GateError::Usage("mint-gate needs at least one --prompt".into()));
     }
-    if let Some(m) = min_margin.filter(|m| !(m.is_finite() && *m > 0.0)) {
-        return Err(GateError::Usage(format!("--min-margin {m}: expected a finite logit difference above 0")));
+    if let Some(m) = min_margin.filter(|&m| !is_margin(m)) {
+        return Err(GateError::Usage(format!("--min-margin {m}: expected {MARGIN_EXPECTED}")));
     }
     let g = Gguf::open(f16)?;
     let tok = tokenizer::Tokenizer::from_gguf(&g)?;

@@ -303,8 +303,8 @@ pub fn run(job: &GateJob) -> Result<GateOutcome, GateError> {
             }
         };
     if let Some(m) = job.argmax_min_margin {
-        if !(m.is_finite() && m > 0.0) {
-            return Err(GateError::Usage(format!("argmax_min_margin {m}: expected a finite logit difference above 0")));
+        if !argmax::is_margin(m) {
+            return Err(GateError::Usage(format!("argmax_min_margin {m}: expected {}", argmax::MARGIN_EXPECTED)));
         }
         if !job.thresholds.any() {
             return Err(GateError::Usage(format!(

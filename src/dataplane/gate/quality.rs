@@ -90,18 +90,32 @@ impl Thresholds {
     /// Refuse values that cannot be limits, naming the key (`prefix` as the source spells it).
     pub fn validate(&self, prefix: &str) -> Result<(), String> {
         let pos = |k: &str, v: Option<f64>| match v {
-            Some(x) if !(x.is_finite() && x > 0.0) => {
-                Err(format!("{prefix}{k} = {x}: expected a finite number above 0"))
-            }
+            Some(x) if !is_limit(x) => Err(format!("{prefix}{k} = {x}: expected {LIMIT_EXPECTED}")),
             _ => Ok(()),
         };
         pos("kld_max", self.kld_max)?;
         pos("ppl_ratio_max", self.ppl_ratio_max)?;
-        if let Some(x) = self.top1_min.filter(|x| !(x.is_finite() && *x > 0.0 && *x <= 100.0)) {
-            return Err(format!("{prefix}top1_min = {x}: expected a percentage above 0 and at most 100"));
+        if let Some(x) = self.top1_min.filter(|&x| !is_percentage(x)) {
+            return Err(format!("{prefix}top1_min = {x}: expected {PERCENTAGE_EXPECTED}"));
         }
         Ok(())
     }
+}
+
+/// What an upper limit (`kld_max`, `ppl_ratio_max`, `ppl_max`) takes.
+pub const LIMIT_EXPECTED: &str = "a finite number above 0";
+
+/// Whether `x` can be an upper limit: finite and above 0.
+pub fn is_limit(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+/// What `top1_min` takes.
+pub const PERCENTAGE_EXPECTED: &str = "a percentage above 0 and at most 100";
+
+/// Whether `x` can be a top-1 agreement limit: a percentage above 0 and at most 100.
+pub fn is_percentage(x: f64) -> bool {
+    x.is_finite() && x > 0.0 && x <= 100.0
 }
 
 /// The reference and the knot must be the same model: architecture, shape and vocabulary.

@@ -225,12 +225,14 @@ impl Tokenizer {
             _ => Vec::new(),
         };
         // one type per token, each one of llama.cpp's (undefined 0 … byte 6)
-        let bad = |msg: String| TokenizerError::Malformed(path.clone(), "token_type", msg);
         if !types.is_empty() && types.len() != tokens.len() {
-            return Err(bad(format!("{} types for {} tokens; expected one per token", types.len(), tokens.len())));
+            return Err(malformed(
+                "token_type",
+                format!("{} types for {} tokens; expected one per token", types.len(), tokens.len()),
+            ));
         }
         if let Some((i, t)) = types.iter().enumerate().find(|&(_, &t)| t > 6) {
-            return Err(bad(format!("token {i} has type {t}; expected 0 to 6")));
+            return Err(malformed("token_type", format!("token {i} has type {t}; expected 0 to 6")));
         }
         // phi-3 strips the whitespace after its special tokens (llama.cpp, by the model's name)
         let name = g.get_str("general.name").unwrap_or("").to_lowercase();
