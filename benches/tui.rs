@@ -28,7 +28,14 @@ fn main() {
         let p = |k: usize| if (i + k).is_multiple_of(3) { Probe::Present { size: 1 } } else { Probe::Absent };
         inv.insert(
             e.id.clone(),
-            ModelInventory { f16: p(0), imatrix: p(1), base: p(2), gate: GateKind::Missing, output: p(3) },
+            ModelInventory {
+                f16: p(0),
+                imatrix: p(1),
+                base: p(2),
+                gate: GateKind::Missing,
+                output: p(3),
+                failed: Ok(vec![]),
+            },
         );
     }
     let mut rows =

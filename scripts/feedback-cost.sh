@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 31's speed line: what the error feedback costs against a plain encode of the same model at
+# What the error feedback costs against a plain encode of the same model at
 # the same budget, measured in the same run. Each pair is a plain encode and a feedback encode
 # (the shipped calibration text, every other setting the encoder's default) one after the other,
 # the order alternating from pair to pair (plain first, then feedback first, ...) so that the

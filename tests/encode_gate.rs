@@ -617,7 +617,10 @@ fn a_mix_rule_that_names_no_tensor_is_refused() {
 fn qwen05_encodes_at_the_queue_budget_and_passes_its_gates() {
     let dir = tempfile::tempdir().unwrap();
     let queue = kaiju::controlplane::campaign::queue::Queue::load(&common::asset("queue.txt")).unwrap();
-    let budget = queue.get("qwen2.5-0.5b").and_then(|e| e.bpw).expect("the shipped queue gives qwen2.5-0.5b a bpw=");
+    let budget = queue
+        .get("qwen2.5-0.5b")
+        .and_then(|e| e.budgets.first().copied())
+        .expect("the shipped queue gives qwen2.5-0.5b a bpw=");
     let out = dir.path().join("qwen05.knot");
     let job = EncodeJob {
         f16: common::qwen05_f16(),

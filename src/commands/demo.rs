@@ -188,7 +188,21 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
         println!("tick {round}: {}", r.line());
         if r.all_done() {
             let s = c.snapshot()?;
-            print!("{}", zoo::table(&s.rows(&c)));
+            let rows = s.rows(&c);
+            print!("{}", zoo::table(&rows));
+            // the budget ladders the campaign climbed
+            for r in &rows {
+                if let Some(l) = r.ladder.as_ref().filter(|l| !l.failed.is_empty()) {
+                    for f in &l.failed {
+                        let at = f.bpw.map_or_else(|| "its q=".to_string(), |b| format!("{b} bpw"));
+                        let why = f.gate_result.as_deref().map(|g| format!(" ({g})")).unwrap_or_default();
+                        println!("{}: its knot at {at} failed its gate{why}", r.id);
+                    }
+                    if let Some(b) = l.shipped {
+                        println!("{}: the watcher climbed its budget ladder and shipped it at {b} bpw", r.id);
+                    }
+                }
+            }
             println!("shipped to {}:", c.cfg.r2_dir.join("models").display());
             let ids: &[&str] = if full { &["smollm2-135m", QWEN_ID] } else { &["smollm2-135m"] };
             for id in ids {

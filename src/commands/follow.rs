@@ -94,7 +94,8 @@ fn rate(per_s: f64) -> String {
     }
 }
 
-/// Print a build's log as it grows until it finishes, through `view`.
+/// Print a build's log as it grows until it finishes, through `view`; how it ended (its status,
+/// and why where it failed).
 pub fn follow_build(b: &dyn BuildService, id: &str, view: &mut LogView) -> anyhow::Result<String> {
     let mut off = 0;
     loop {
@@ -106,7 +107,9 @@ pub fn follow_build(b: &dyn BuildService, id: &str, view: &mut LogView) -> anyho
             let rest = b.read_log(id, off)?;
             String::from_utf8_lossy(&rest.data).lines().for_each(|l| view.line(l));
             view.finish();
-            return Ok(info.status.as_str().to_string());
+            // how it ended, and why where it failed (`step gate: gate failed: …`)
+            let why = info.detail.filter(|_| info.status.is_failed()).map(|d| format!(": {d}")).unwrap_or_default();
+            return Ok(format!("{}{why}", info.status.as_str()));
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     }

@@ -61,6 +61,15 @@ pub struct RawWatch {
     pub encode_slots: Option<usize>,
 }
 
+/// `[encode]`: what the campaign's encodes aim at.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawEncode {
+    /// the ladder of budgets (bits per weight, ascending) a `bpw=auto` queue line climbs: a
+    /// knot that fails its gate is encoded again at the next
+    pub ladder: Option<Vec<f64>>,
+}
+
 /// The file as written (everything optional).
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -82,6 +91,7 @@ pub struct RawConfig {
     pub feedback: FeedbackConfig,
     pub tui: RawTui,
     pub watch: RawWatch,
+    pub encode: RawEncode,
 }
 
 /// Validated configuration.
@@ -110,6 +120,8 @@ pub struct Config {
     pub theme: String,
     /// `[watch] encode_slots`
     pub encode_slots: usize,
+    /// `[encode] ladder`: the budgets a `bpw=auto` queue line climbs
+    pub ladder: Vec<f64>,
     /// `[cloud] max_concurrent_builds`
     pub max_concurrent_builds: usize,
     pub tick_interval_s: u64,
@@ -353,6 +365,10 @@ impl RawConfig {
         }
         // the wall-clock estimates (plan, status, the cost pane, the timeline) assume the slots
         cost.parallel = encode_slots;
+        let ladder =
+            self.encode.ladder.unwrap_or_else(|| crate::controlplane::campaign::queue::DEFAULT_LADDER.to_vec());
+        crate::controlplane::campaign::queue::check_ladder(&ladder)
+            .map_err(|why| ConfigError::Invalid(format!("encode.ladder = {ladder:?}: {why}")))?;
         for (field, url) in [
             ("r2_endpoint (or KAIJU_R2_ENDPOINT)", self.r2_endpoint.as_deref()),
             ("cloud.gcs_endpoint (or KAIJU_GCS_ENDPOINT)", self.cloud.gcs_endpoint.as_deref()),
@@ -395,6 +411,7 @@ impl RawConfig {
             feedback: self.feedback,
             theme: cli.theme.clone().or(self.tui.theme).unwrap_or_else(|| "dark".into()),
             encode_slots,
+            ladder,
             max_concurrent_builds: max_builds,
             tick_interval_s: self.tui.tick_interval_s.unwrap_or(60).max(1),
             color,
@@ -509,6 +526,22 @@ mod tests {
         assert!(e.contains("cost.feeder_disk_gb_per_b = inf"), "{e}");
         let e = resolve("ppl_max = -3.0\n").unwrap_err();
         assert!(e.contains("ppl_max = -3: expected a finite perplexity"), "{e}");
+    }
+
+    #[test]
+    fn the_campaigns_ladder_is_read_and_checked() {
+        let resolve = |toml: &str| {
+            let raw = RawConfig::parse(Path::new("c.toml"), toml).unwrap();
+            raw.resolve(&CliOverrides::default(), None).map(|c| c.ladder).map_err(|e| e.to_string())
+        };
+        assert_eq!(resolve("").unwrap(), crate::controlplane::campaign::queue::DEFAULT_LADDER.to_vec());
+        assert_eq!(resolve("[encode]\nladder = [2.0, 2.6]\n").unwrap(), vec![2.0, 2.6]);
+        let e = resolve("[encode]\nladder = [2.6, 2.0]\n").unwrap_err();
+        assert!(e.contains("encode.ladder = [2.6, 2.0]: 2 after 2.6: expected the budgets in ascending order"), "{e}");
+        let e = resolve("[encode]\nladder = []\n").unwrap_err();
+        assert!(e.contains("encode.ladder = []: expected one budget or more"), "{e}");
+        let e = resolve("[encode]\nladder = [2.0, 40.0]\n").unwrap_err();
+        assert!(e.contains("40: expected a budget of bits per weight"), "{e}");
     }
 
     #[test]

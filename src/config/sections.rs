@@ -57,6 +57,10 @@ pub struct CostConfig {
     /// whether encode builds run error feedback (`[feedback] enabled`)
     #[serde(skip)]
     pub feedback: bool,
+    /// the share of gated budget-ladder rungs that passed, by size class (under 3B, under
+    /// 15B, larger; `campaign::ladder::pass_rates`): None until a knot of the class is gated
+    #[serde(skip)]
+    pub pass_rates: [Option<f64>; 3],
 }
 
 /// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, the feedback section).
@@ -84,6 +88,7 @@ impl Default for CostConfig {
             search: 0,
             refine: crate::dataplane::encode::feedback::DEFAULT_REFINE,
             feedback: true,
+            pass_rates: [None; 3],
         }
     }
 }

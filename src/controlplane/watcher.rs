@@ -12,7 +12,7 @@ use crate::controlplane::backend::store::ObjectStore;
 use crate::controlplane::campaign::cost::{self, Limits};
 use crate::controlplane::campaign::gate_params::{self, Buckets};
 use crate::controlplane::campaign::inventory::{self, Inventory};
-use crate::controlplane::campaign::markers::{MarkerSet, Markers};
+use crate::controlplane::campaign::markers::{MarkerSet, Markers, Submitted};
 use crate::controlplane::campaign::queue::{Queue, QueueError};
 use crate::controlplane::campaign::tick::{self, Action, Decision, Outcome};
 use crate::controlplane::rollout::{self, Event, Rollout};
@@ -123,6 +123,19 @@ impl Snapshot {
             c.cfg.gate.flag_margin(),
         );
         for r in rows.iter_mut() {
+            // each failed rung's gate result, from the log R2 keeps of it
+            if let Some(l) = r.ladder.as_mut() {
+                for f in l.failed.iter_mut() {
+                    let text = c.r2.get_range(&f.key, 0, 16 << 10).ok();
+                    let g = text
+                        .and_then(|t| crate::controlplane::campaign::zoo::gate_report(&String::from_utf8_lossy(&t)));
+                    if let Some(g) = g {
+                        let at = f.bpw.map_or_else(|| "its q=".to_string(), |b| format!("{b} bpw"));
+                        r.detail.push(format!("rung {at}: {} (build {})", g.summary, f.build));
+                        f.gate_result = Some(g.summary);
+                    }
+                }
+            }
             if self.inventory.get(&r.id).is_some_and(|m| m.output.is_present()) {
                 let key = crate::controlplane::backend::store::keys::kaiju_gate_log(&r.id);
                 if let Ok(b) = c.r2.get_range(&key, 0, 16 << 10) {
@@ -202,7 +215,10 @@ impl Campaign {
     pub fn cost_model(&self, snap: &Snapshot) -> crate::config::CostConfig {
         let (entries, c) = (&snap.queue.entries, &self.cfg.cost);
         let work = |id: &str| entries.iter().find(|e| e.id == id).map(|e| cost::Work::of(e, c));
-        cost::calibrated(c, work, &snap.builds)
+        let mut calibrated = cost::calibrated(c, work, &snap.builds);
+        // the rungs a budget ladder is expected to take: the campaign's own pass rates
+        calibrated.pass_rates = crate::controlplane::campaign::ladder::pass_rates(entries, &snap.inventory);
+        calibrated
     }
 
     pub fn load_queue(&self) -> Result<Queue, WatchError> {
@@ -283,8 +299,9 @@ impl Campaign {
     /// The build an action would submit.
     pub fn build_spec(&self, action: &Action, snap: &Snapshot) -> Result<BuildSpec, WatchError> {
         match action {
-            Action::SubmitEncode { id } => {
+            Action::SubmitEncode { id, rung } => {
                 let e = snap.queue.get(id).ok_or_else(|| WatchError::Other(format!("{id}: not in the queue")))?;
+                let e = &crate::controlplane::campaign::ladder::at(e, rung.as_ref());
                 let q = match snap.inventory.get(id).map(|m| &m.gate) {
                     Some(GateKind::Argmax(q)) => q.clone(),
                     other => return Err(WatchError::Other(format!("{id}: no argmax gate ({other:?})"))),
@@ -328,19 +345,38 @@ impl Campaign {
             BuildKind::Feeder => "feeder",
         };
         let id = spec.model_id.clone();
-        self.markers
-            .set(&id, kind, &format!("submitted at {}\n", crate::controlplane::backend::builds::now()))
-            .map_err(|source| WatchError::Io { path: self.markers.dir().to_path_buf(), source })?;
+        let marker_io = |source| WatchError::Io { path: self.markers.dir().to_path_buf(), source };
+        // the rung an encode is at (its marker records it: a restart resumes the ladder there)
+        let rung = match action {
+            Action::SubmitEncode { rung, .. } => *rung,
+            Action::SubmitFeeder { .. } => None,
+        };
+        let mut submitted =
+            Submitted { at: Some(crate::controlplane::backend::builds::now()), build: None, bpw: rung.map(|r| r.bpw) };
+        match spec.kind {
+            BuildKind::Encode => self.markers.set_submitted(&id, &submitted),
+            BuildKind::Feeder => {
+                self.markers.set(&id, kind, &format!("submitted at {}\n", submitted.at.unwrap_or_default()))
+            }
+        }
+        .map_err(marker_io)?;
         match self.builds.submit(&spec) {
             Ok(b) => {
                 if spec.kind == BuildKind::Encode {
+                    // its build's id: a failed gate on record for that build climbs the ladder
+                    submitted.build = Some(b.id.clone());
+                    self.markers.set_submitted(&id, &submitted).map_err(marker_io)?;
                     // a re-encode asked for is now submitted: one request, one encode
                     let _ = self.markers.remove(&id, "reencode");
                 }
                 let what = spec.kind.label();
+                let at = rung.map(|r| format!(" at {r}")).unwrap_or_default();
+                let mut data = serde_json::json!({"build": b.id, "kind": what});
+                if let Some(r) = rung {
+                    data["rung"] = serde_json::json!(r);
+                }
                 self.record(
-                    Event::new(&self.actor, "submit", Some(&id), format!("{what} build {}", b.id))
-                        .with(serde_json::json!({"build": b.id, "kind": what})),
+                    Event::new(&self.actor, "submit", Some(&id), format!("{what} build {}{at}", b.id)).with(data),
                 );
                 Ok(b)
             }
@@ -353,6 +389,38 @@ impl Campaign {
 }
 
 impl Campaign {
+    /// The gate verdict of the finished encode build `b` of model `m`, with its rung's budget
+    /// and figures: a shipped knot's gate log, or the failed gate's log R2 keeps for it.
+    fn record_gate(&self, snap: &Snapshot, b: &BuildInfo, m: &str) {
+        use crate::controlplane::backend::builds::BuildStatus;
+        use crate::controlplane::backend::store::keys;
+        let key = match b.status {
+            BuildStatus::Success => keys::kaiju_gate_log(m),
+            _ => match snap.inventory.get(m).and_then(|i| i.failed.as_ref().ok()) {
+                Some(failed) => match failed.iter().find(|f| f.build == b.id) {
+                    Some(f) => f.key.clone(),
+                    None => return,
+                },
+                None => return,
+            },
+        };
+        let Some(g) = self
+            .r2
+            .get_range(&key, 0, 16 << 10)
+            .ok()
+            .and_then(|t| crate::controlplane::campaign::zoo::gate_report(&String::from_utf8_lossy(&t)))
+        else {
+            return;
+        };
+        let bpw = b.substitutions.get("_BPW").and_then(|v| v.parse::<f64>().ok());
+        let at = bpw.map(|v| format!(" at {v} bpw")).unwrap_or_default();
+        let verdict = if b.status == BuildStatus::Success { "PASS" } else { "FAIL" };
+        self.record(
+            Event::new(&self.actor, "gate", Some(m), format!("{}{at}", g.summary))
+                .with(serde_json::json!({"build": b.id, "verdict": verdict, "bpw": bpw, "figures": g.figures})),
+        );
+    }
+
     /// Append to the rollout log; a failure to do so is said on the app log, never fatal to
     /// the action it records (which has happened).
     pub fn record(&self, e: Event) {
@@ -397,23 +465,8 @@ impl Campaign {
                 )
                 .with(serde_json::json!({"build": b.id, "status": b.status.as_str(), "kind": kind})),
             );
-            if b.kind == Some(BuildKind::Encode)
-                && b.status == crate::controlplane::backend::builds::BuildStatus::Success
-            {
-                if let Some(m) = &model {
-                    let key = crate::controlplane::backend::store::keys::kaiju_gate_log(m);
-                    if let Some(g) = self
-                        .r2
-                        .get_range(&key, 0, 16 << 10)
-                        .ok()
-                        .and_then(|t| crate::controlplane::campaign::zoo::gate_report(&String::from_utf8_lossy(&t)))
-                    {
-                        self.record(
-                            Event::new(&self.actor, "gate", Some(m), g.summary)
-                                .with(serde_json::json!({"build": b.id, "figures": g.figures})),
-                        );
-                    }
-                }
+            if let (Some(BuildKind::Encode), Some(m)) = (b.kind, &model) {
+                self.record_gate(snap, b, m);
             }
         }
     }

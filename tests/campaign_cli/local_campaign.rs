@@ -338,9 +338,16 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     );
     wait_for_builds(&root);
     assert!(root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf").exists());
-    // now READY: the encode build
+    // now READY: the encode at the first budget of the demo's ladder, whose knot loses the
+    // qspec's " Paris" case; R2 keeps that gate's log, and the next tick climbs to 2.6
     let a = run(&args(&["--submit"]), &root);
-    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.25 bpw (rung 1 of 2)"), "{a:?}");
+    wait_for_builds(&root);
+    let failed = walk(&root.join("r2/models/smollm2-135m-kaiju1.failed"));
+    assert!(failed.len() == 1 && failed[0].ends_with("bpw-2.25.gate.log"), "{failed:?}\n{}", build_logs(&root));
+    assert!(!root.join("r2/models/smollm2-135m-kaiju1.knot").exists());
+    let a = run(&args(&["--submit"]), &root);
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.6 bpw (rung 2 of 2)"), "{a:?}");
     wait_for_builds(&root);
     let log = build_logs(&root);
     for k in ["knot", "telemetry.json", "gate.log"] {
@@ -393,6 +400,11 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     let text = std::fs::read_to_string(&conf).unwrap();
     assert!(text.contains("enabled = true"), "{text}");
     std::fs::write(&conf, text.replacen("enabled = true", "enabled = false", 1)).unwrap();
+    // and gives the model the one budget it shipped at (a ladder would start again at 2.25)
+    let queue = root.join("queue.txt");
+    let text = std::fs::read_to_string(&queue).unwrap();
+    assert!(text.contains("bpw=2.25,2.6 "), "{text}");
+    std::fs::write(&queue, text.replacen("bpw=2.25,2.6 ", "bpw=2.6 ", 1)).unwrap();
     let o = run(
         &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m", "--reencode"],
         &root,
@@ -519,4 +531,72 @@ fn the_local_feeder_computes_the_imatrix_layer_by_layer() {
         kaiju::dataplane::imatrix::Imatrix::load(root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix"))
             .unwrap_or_else(|e| panic!("{e}\n{log}"));
     assert_eq!((im.entries.len(), im.chunk_count), (210, Some(8)), "{log}");
+}
+
+/// A budget ladder on the real SmolLM2 fixture (plain encodes, under the campaign's damage
+/// limits on the licence text): its knot at 2.25 bpw fails its gate (it loses the " Paris"
+/// case), R2 keeps that gate's log under the build, and the next tick encodes it at 2.6, which
+/// passes and ships. `check`, `submit` and the tick name the same next build; the rollout
+/// log has both rungs; the shipped telemetry is the second's; `status --json` shows the rungs.
+#[test]
+fn a_ladder_whose_first_budget_fails_its_gate_ships_the_second() {
+    let d = tempfile::tempdir().unwrap();
+    let root = ready_root(d.path(), &["smol-l"], "");
+    std::fs::write(root.join("queue.txt"), "smol-l params=0.135 family=llama bpw=2.25,2.6 READY-NOW\n").unwrap();
+    let text = common::repo().join("LICENSE");
+    configure(&root, &format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text));
+    let r = root.to_str().unwrap();
+    let cli = |args: &[&str]| {
+        let mut v = vec!["--root", r];
+        v.extend_from_slice(args);
+        run(&v, &root)
+    };
+    let t = cli(&["--tick", "--submit"]);
+    assert!(stdout(&t).starts_with("submit KAIJU encode for smol-l at 2.25 bpw (rung 1 of 2): build "), "{t:?}");
+    wait_for_builds(&root);
+    let failed: Vec<std::path::PathBuf> = walk(&root.join("r2/models/smol-l-kaiju1.failed"));
+    assert_eq!(failed.len(), 1, "{failed:?}\n{}", build_logs(&root));
+    assert!(failed[0].ends_with("bpw-2.25.gate.log"), "{failed:?}");
+    assert!(std::fs::read_to_string(&failed[0]).unwrap().contains("result: FAIL"));
+    assert!(!root.join("r2/models/smol-l-kaiju1.knot").exists(), "a knot that failed its gate is not shipped");
+    // the next build, as `check`, `submit` and a dry-run tick each say it
+    let c = cli(&["check", "smol-l", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
+    assert_eq!(j["next"], "KAIJU encode at 2.6 bpw (rung 2 of 2)", "{j}");
+    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
+    let s = cli(&["submit", "smol-l", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
+    let t = cli(&["--tick", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
+    assert_eq!(j["decision"]["action"]["rung"]["bpw"], 2.6, "{j}");
+    // the watcher climbs
+    let t = cli(&["--tick", "--submit"]);
+    assert!(stdout(&t).starts_with("submit KAIJU encode for smol-l at 2.6 bpw (rung 2 of 2): build "), "{t:?}");
+    wait_for_builds(&root);
+    assert_eq!(cli(&["--tick"]).status.code(), Some(11), "shipped at the second budget: all done");
+    let tel: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("r2/models/smol-l-kaiju1.telemetry.json")).unwrap()).unwrap();
+    assert!((tel["totals"]["bpw"].as_f64().unwrap() - 2.6).abs() < 0.01, "{}", tel["totals"]);
+    // both rungs in the rollout log, with their figures
+    let log: Vec<serde_json::Value> =
+        stdout(&cli(&["log", "--json"])).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let gates: Vec<(&str, f64)> = log
+        .iter()
+        .filter(|e| e["what"] == "gate")
+        .map(|e| (e["data"]["verdict"].as_str().unwrap(), e["data"]["bpw"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(gates, [("FAIL", 2.25), ("PASS", 2.6)], "{log:?}");
+    assert!(log
+        .iter()
+        .filter(|e| e["what"] == "gate")
+        .all(|e| e["data"]["figures"]["quality"]["kld_mean"].is_number()));
+    // the zoo: shipped at 2.6, 2.25 failed
+    let st: serde_json::Value = serde_json::from_slice(&cli(&["status", "--json"]).stdout).unwrap();
+    let row = st.as_array().unwrap().iter().find(|m| m["id"] == "smol-l").expect("a row").clone();
+    assert_eq!(row["ladder"]["shipped"], 2.6, "{row}");
+    assert_eq!(row["ladder"]["failed"][0]["bpw"], 2.25, "{row}");
+    assert!(row["ladder"]["failed"][0]["gate_result"].as_str().unwrap().starts_with("FAIL"), "{row}");
+    let table = stdout(&cli(&["status"]));
+    assert!(table.contains("at 2.6 bpw (2.25 failed)"), "{table}");
 }

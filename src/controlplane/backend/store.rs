@@ -85,6 +85,17 @@ pub mod keys {
     pub fn kaiju_gate_log(id: &str) -> String {
         format!("models/{id}-kaiju1.gate.log")
     }
+    /// The folder of the gate logs of an encode's knots that failed their gates:
+    /// `models/<id>-kaiju1.failed/`.
+    pub fn kaiju_failed(id: &str) -> String {
+        format!("models/{id}-kaiju1.failed/")
+    }
+    /// Where the encode build `build`, whose knot at `rung` (`bpw-2.6`, `q-4`) failed its gate,
+    /// keeps that gate's log: `models/<id>-kaiju1.failed/<build>/<rung>.gate.log`. The
+    /// watcher climbs a model's ladder on it (`campaign::ladder`).
+    pub fn kaiju_failed_gate_log(id: &str, build: &str, rung: &str) -> String {
+        format!("{}{build}/{rung}.gate.log", kaiju_failed(id))
+    }
     /// Where a re-encode keeps the previous knot's file of `key` (`models/<id>-kaiju1.prev.knot`, …).
     pub fn kaiju_prev(key: &str) -> String {
         key.replacen("-kaiju1.", "-kaiju1.prev.", 1)

@@ -1,5 +1,6 @@
 //! Cost and wall-clock model: encode and ladder hours scale linearly with parameters.
 
+use super::ladder;
 use super::queue::{Entry, Tag};
 use crate::config::CostConfig;
 use crate::controlplane::backend::builds::{
@@ -13,9 +14,21 @@ pub struct Estimate {
     pub id: String,
     pub params_b: f64,
     pub ladder_h: f64,
+    /// the encode builds' hours it is expected to take: [`Estimate::rung_h`] × the rungs of its
+    /// budget ladder it is expected to need ([`ladder::expected_rungs`])
     pub encode_h: f64,
+    /// one encode build's hours (the figure a build's timeout is held to)
+    pub rung_h: f64,
+    /// the budgets on its ladder (1 for a line of one budget or a `q=`)
+    pub rungs: usize,
+    /// the rungs it is expected to need: 1 until the campaign's knots of its size class have
+    /// been gated, then by their pass rate
+    pub expected_rungs: f64,
     pub hours: f64,
     pub usd: f64,
+    /// its hours and cost if every rung of its ladder is encoded
+    pub hours_max: f64,
+    pub usd_max: f64,
     /// the disk the model's builds still to run need (the larger of the two kinds)
     pub disk_gb: f64,
     /// the disk the larger of them requests: the need, at least the configured `disk_gb`
@@ -30,6 +43,9 @@ pub struct Plan {
     pub total_hours_parallel: f64,
     pub parallel: usize,
     pub total_usd: f64,
+    /// the serial hours and cost if every model climbs its whole ladder
+    pub total_hours_max: f64,
+    pub total_usd_max: f64,
 }
 
 /// The vCPUs of a Cloud Build machine type (the number its name ends with; 1 if none).
@@ -105,7 +121,7 @@ pub struct Work {
 
 impl Work {
     pub fn of(e: &Entry, c: &CostConfig) -> Work {
-        Work { whole_b: e.params_b, encode_h: estimate(e, false, c).encode_h }
+        Work { whole_b: e.params_b, encode_h: estimate(e, false, c).rung_h }
     }
 }
 
@@ -132,8 +148,13 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
             params_b: e.params_b,
             ladder_h: 0.0,
             encode_h: 0.0,
+            rung_h: 0.0,
+            rungs: 1,
+            expected_rungs: 0.0,
             hours: 0.0,
             usd: 0.0,
+            hours_max: 0.0,
+            usd_max: 0.0,
             disk_gb: 0.0,
             build_disk_gb: 0,
             flags: vec![],
@@ -143,22 +164,31 @@ pub fn estimate(e: &Entry, needs_ladder: bool, c: &CostConfig) -> Estimate {
     // by (`effective=`); the ladder converts and the disk holds the whole file
     let work = e.work_b();
     let feedback_h = feedback_hours(feedback_tokens(e, c), work, c);
-    let encode_h = effort(e, c) * (work / 7.0 * c.encode_hours_per_7b + feedback_h) + gate_hours(work, c);
+    let rung_h = effort(e, c) * (work / 7.0 * c.encode_hours_per_7b + feedback_h) + gate_hours(work, c);
+    let rungs = e.budgets.len().max(1);
+    let expected_rungs = ladder::expected_rungs(rungs, c.pass_rates[ladder::size_class(e.params_b)]);
+    let encode_h = rung_h * expected_rungs;
     let ladder_h = if needs_ladder { e.params_b / 7.0 * c.ladder_hours_per_7b } else { 0.0 };
     let hours = encode_h + ladder_h;
+    let hours_max = rung_h * rungs as f64 + ladder_h;
     let mut disk = disk_need_gb(BuildKind::Encode, e.params_b, c);
     if needs_ladder {
         disk = disk.max(disk_need_gb(BuildKind::Feeder, e.params_b, c));
     }
-    let flags = breaches(e, ladder_h, encode_h, needs_ladder, c).iter().map(Breach::flag).collect();
+    let flags = breaches(e, ladder_h, rung_h, needs_ladder, c).iter().map(Breach::flag).collect();
     let build_disk_gb = build_disk_gb(disk, c);
     Estimate {
         id: e.id.clone(),
         params_b: e.params_b,
         ladder_h,
         encode_h,
+        rung_h,
+        rungs,
+        expected_rungs,
         hours,
         usd: hours * 60.0 * c.usd_per_minute,
+        hours_max,
+        usd_max: hours_max * 60.0 * c.usd_per_minute,
         disk_gb: disk,
         build_disk_gb,
         flags,
@@ -192,7 +222,7 @@ impl Breach {
     }
 }
 
-/// What `e`'s builds would run over, its feeder's hours `ladder_h` and encode's `encode_h`
+/// What `e`'s builds would run over, its feeder's hours `ladder_h` and one encode's `encode_h`
 /// under `c`'s timeouts and its disk under Cloud Build's; the feeder only where it will run
 /// (`needs_ladder`). The encode build is held to its step's timeout or the build's, whichever
 /// is shorter.
@@ -249,7 +279,7 @@ impl Limits {
         let mut over = BTreeMap::new();
         for e in entries.iter().filter(|e| in_scope(e)) {
             let est = estimate(e, true, c);
-            for breach in breaches(e, est.ladder_h, est.encode_h, true, c) {
+            for breach in breaches(e, est.ladder_h, est.rung_h, true, c) {
                 let kind = breach.kind();
                 let why = match breach {
                     Breach::Time { hours, limit, key, what, .. } => {
@@ -472,6 +502,8 @@ pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
         total_hours_parallel: wall_hours(&models, c.parallel) + 0.0,
         parallel: c.parallel,
         total_usd: models.iter().fold(0.0, |a, m| a + m.usd),
+        total_hours_max: models.iter().fold(0.0, |a, m| a + m.hours_max),
+        total_usd_max: models.iter().fold(0.0, |a, m| a + m.usd_max),
         models,
     }
 }
@@ -479,16 +511,17 @@ pub fn plan_of(models: Vec<Estimate>, c: &CostConfig) -> Plan {
 impl Plan {
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{:<26} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7}  {}\n",
-            "model", "params", "ladder h", "encode h", "total h", "cost $", "disk GB", "flags"
+            "{:<26} {:>7} {:>8} {:>8} {:>7} {:>8} {:>9} {:>7}  {}\n",
+            "model", "params", "ladder h", "encode h", "rungs", "total h", "cost $", "disk GB", "flags"
         );
         for m in &self.models {
             s += &format!(
-                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>7}  {}\n",
+                "{:<26} {:>6.2}B {:>8.1} {:>8.1} {:>7} {:>8.1} {:>9.2} {:>7}  {}\n",
                 m.id,
                 m.params_b,
                 m.ladder_h,
                 m.encode_h,
+                m.rungs_cell(),
                 m.hours,
                 m.usd,
                 m.build_disk_gb,
@@ -503,7 +536,24 @@ impl Plan {
             self.parallel,
             self.total_usd
         );
+        if self.total_hours_max > self.total_hours_serial + 1e-9 {
+            s += &format!(
+                "budget ladders: from the expected rungs above to every rung of every ladder, {:.1} h serial, ${:.2}\n",
+                self.total_hours_max, self.total_usd_max
+            );
+        }
         s
+    }
+}
+
+impl Estimate {
+    /// The rungs it is expected to need, of its ladder's: "1" for one budget, "1.0/4" for a
+    /// ladder.
+    pub fn rungs_cell(&self) -> String {
+        match self.rungs {
+            1 => "1".into(),
+            n => format!("{:.1}/{n}", self.expected_rungs),
+        }
     }
 }
 

@@ -121,7 +121,9 @@ pub fn encode_params(
         ("_SEARCH", e.search.unwrap_or(search).to_string()),
         ("_MODULUS", e.modulus.unwrap_or(4).to_string()),
         ("_MIX", e.mix.clone().unwrap_or_default()),
-        ("_BPW", e.bpw.map(|b| b.to_string()).unwrap_or_default()),
+        // a ladder's first budget; the watcher submits each rung as a line of that one budget
+        // (`ladder::at`)
+        ("_BPW", e.budgets.first().map(|b| b.to_string()).unwrap_or_default()),
         ("_GATE_CASES", GateCase::to_subst(&q.cases)),
         ("_GATE_CTX", gate.ctx.to_string()),
         ("_GATE_CHUNKS", gate.chunks.to_string()),
@@ -243,7 +245,8 @@ mod tests {
         assert!(g.starts_with("^;^") && g.contains("_PROMPT_TOKENS=11,22,33;"), "{g}");
         assert!(render(&m, Format::Json).contains("\"_KNOT_NAME\": \"x.knot\""));
         // the queue's q=, mix= and bpw= reach the encode step
-        let e = Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), bpw: Some(2.6), ..entry("x") };
+        let e =
+            Entry { modulus: Some(5), mix: Some("attn_v=6,ffn_down=6".into()), budgets: vec![2.6, 3.0], ..entry("x") };
         let m = encode_params(&e, &qspec(), &b, 0, None, &GateConfig::default(), &FeedbackConfig::default()).unwrap();
         assert_eq!((m["_MODULUS"].as_str(), m["_MIX"].as_str()), ("5", "attn_v=6,ffn_down=6"));
         assert_eq!(m["_BPW"], "2.6");
@@ -401,6 +404,67 @@ mod cloudbuild_tests {
             ("--argmax-min-margin", "1.25"),
         ] {
             assert_eq!(flag(&args, f).as_deref(), Some(v), "{f}: {args:?}");
+        }
+    }
+
+    /// A step's shell as Cloud Build runs it: `subs` expanded, `$$` → `$`, `/workspace/` → `ws`.
+    fn step_shell(id: &str, subs: &[(&str, &str)], ws: &std::path::Path) -> String {
+        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find(&format!("- id: {id}\n")).expect("the step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        let mut sh: String = body
+            .lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect();
+        for (k, v) in subs {
+            sh = sh.replace(&format!("${{{k}}}"), v);
+        }
+        sh.replace("$$", "$").replace("/workspace/", &format!("{}/", ws.display()))
+    }
+
+    /// A knot that fails its gate (the gate's exit 4) is not an error of the gate step; the
+    /// ship step then keeps the gate's log under the build's id and rung, ships no knot, and
+    /// fails the build. Any other error of the gate ends the build at the gate.
+    #[test]
+    fn a_failed_gate_keeps_its_log_under_its_build_and_ships_no_knot() {
+        let subs = [
+            ("_PROMPT_TOKENS", "1,2"),
+            ("_EXPECT_TOKEN", "3"),
+            ("_REJECT_TOKEN", ""),
+            ("_PPL_MAX", ""),
+            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+            ("_MODEL_ID", "m"),
+            ("_GATE_CTX", "512"),
+            ("_GATE_CHUNKS", "16"),
+            ("_GATE_CASES", ""),
+            ("_KLD_MAX", "1"),
+            ("_TOP1_MIN", ""),
+            ("_PPL_RATIO_MAX", ""),
+            ("_ARGMAX_MIN_MARGIN", ""),
+            ("_BASE_URI", "r2://my-knots/models/m.knot"),
+            ("_SHIP_PREFIX", "models/"),
+            ("_MODULUS", "4"),
+            ("_BPW", "2.6"),
+        ];
+        let run = |id: &str, prelude: &str, ws: &std::path::Path| {
+            let sh = format!("{prelude}\n{}", step_shell(id, &subs, ws)).replace("$BUILD_ID", "b-42");
+            std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs")
+        };
+        for (rc, gate_ok, failed) in [(4, true, true), (1, false, false), (0, true, false)] {
+            let ws = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(ws.path().join("kaiju")).unwrap();
+            let out = run("gate", &format!("kaiju-tui() {{ return {rc}; }}"), ws.path());
+            assert_eq!(out.status.success(), gate_ok, "gate exit {rc}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(ws.path().join("kaiju/gate.failed").exists(), failed, "gate exit {rc}");
+            if !gate_ok {
+                continue;
+            }
+            let out = run("ship", "aws() { echo \"$*\"; }\nR2_ENDPOINT=https://r2.example", ws.path());
+            let puts = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.success(), !failed, "{puts}{}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(puts.contains("s3://my-knots/models/m-kaiju1.failed/b-42/bpw-2.6.gate.log"), failed, "{puts}");
+            assert_eq!(puts.contains("s3://my-knots/models/m-kaiju1.knot"), !failed, "{puts}");
         }
     }
 

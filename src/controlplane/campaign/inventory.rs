@@ -1,6 +1,7 @@
 //! The prerequisite probe: for each model, f16 truth (GCS), imatrix and base knot (R2), its
 //! qspec gate, and whether the KAIJU1 knot has shipped.
 
+use super::ladder::FailedGate;
 use super::queue::Entry;
 use crate::controlplane::backend::store::{keys, ObjectStore, Probe};
 use crate::dataplane::gate::qspec::{classify_file, GateKind};
@@ -16,6 +17,9 @@ pub struct ModelInventory {
     pub gate: GateKind,
     /// `models/<id>-kaiju1.knot` in R2
     pub output: Probe,
+    /// the knots of its encodes that failed their gates, by the gate logs R2 keeps of them
+    /// (`campaign::ladder`); the listing's error where R2 could not say
+    pub failed: Result<Vec<FailedGate>, String>,
 }
 
 impl ModelInventory {
@@ -95,6 +99,10 @@ fn probe_all(entries: &[Entry], gcs: &dyn ObjectStore, r2: &dyn ObjectStore, qsp
                 base: r2.head(&keys::base(id)),
                 gate: classify_file(&qspec_path(qspecs, id)),
                 output: r2.head(&keys::kaiju_knot(id)),
+                failed: r2
+                    .list(&keys::kaiju_failed(id))
+                    .map(|l| l.iter().filter_map(|o| FailedGate::of_key(id, &o.key)).collect())
+                    .map_err(|e| e.to_string()),
             };
             for (check, why) in inv.unknowns() {
                 log::info!(target: "probe", "{id}: {check} UNKNOWN: {why}");

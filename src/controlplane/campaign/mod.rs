@@ -5,6 +5,7 @@
 pub mod cost;
 pub mod gate_params;
 pub mod inventory;
+pub mod ladder;
 pub mod markers;
 pub mod queue;
 pub mod state;

@@ -1,8 +1,12 @@
 //! `queue.txt`: the ordered model list (small → large). One model per line:
 //!
 //! ```text
-//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>]  [mix=<kind>=<q>,…]  [search=<0-8>]  [refine=<0-4>]  [chunks=<n>]  [seq=<32-2048>]  <STATE>  [# comment / reason]
+//! <id>  params=<B>  [effective=<B>]  family=<family>  [hf=<org/name>]  [q=<3|4|5|6|8> | bpw=<budget>[,<budget>…] | bpw=auto]  [mix=<kind>=<q>,…]  [search=<0-8>]  [refine=<0-4>]  [chunks=<n>]  [seq=<32-2048>]  <STATE>  [# comment / reason]
 //! ```
+//!
+//! `bpw=` names one budget, or a **ladder** of budgets in ascending order (`bpw=2.25,2.6,3.0`):
+//! the model is encoded at the first, and a knot that fails its gate is encoded again at the
+//! next (`tick::model_step`). `bpw=auto` is the campaign's ladder (`[encode] ladder`).
 //!
 //! `search=` and `refine=` set this model's encode effort (`--search`, `--calib-refine`) over
 //! the campaign's (`search`, `[feedback] refine`): a small model can afford what a large one
@@ -61,9 +65,12 @@ pub struct Entry {
     pub modulus: Option<u32>,
     /// Per-kind KAIJU1 variants overriding `q=` (`mix=attn_v=6,ffn_down=5`; see `--mix`).
     pub mix: Option<String>,
-    /// A budget of matmul bits per weight (`bpw=2.6`; see `--bpw`): the encoder allocates
-    /// each tensor's variant, and `q=` no longer applies.
-    pub bpw: Option<f64>,
+    /// The budgets of matmul bits per weight, ascending (`bpw=2.6`, or a ladder
+    /// `bpw=2.25,2.6,3.0`; see `--bpw`): the encoder allocates each tensor's variant for the
+    /// rung it is at, and `q=` no longer applies. Empty: no `bpw=` (the line's `q=`).
+    pub budgets: Vec<f64>,
+    /// `bpw=auto`: [`Entry::budgets`] are the campaign's ladder ([`Queue::with_ladder`]).
+    pub auto_budgets: bool,
     /// Scale codes the encoder searches each side of a block's estimate (`search=2`; see
     /// `--search`), over the campaign's `search`. None: the campaign's.
     pub search: Option<u8>,
@@ -101,7 +108,8 @@ impl Entry {
             hf_source: None,
             modulus: None,
             mix: None,
-            bpw: None,
+            budgets: vec![],
+            auto_budgets: false,
             search: None,
             refine: None,
             calib_chunks: None,
@@ -148,7 +156,57 @@ pub struct Queue {
     lines: Vec<String>,
     trailing_newline: bool,
     loaded: Vec<u8>,
+    /// the campaign's ladder, what `bpw=auto` lines climb ([`Queue::with_ladder`])
+    ladder: Vec<f64>,
     pub entries: Vec<Entry>,
+}
+
+/// The campaign's ladder of budgets by default (`[encode] ladder`), what `bpw=auto` climbs:
+/// the q=4 default's bits, then the fixtures' budgets (docs/ENCODER.md, "Budgets").
+pub const DEFAULT_LADDER: [f64; 4] = [2.25, 2.6, 3.0, 3.3];
+
+/// What a budget of bits per weight must be.
+pub const BUDGET_EXPECTED: &str = "a budget of bits per weight above 0 and at most 16, e.g. 2.6";
+
+/// Whether `b` is a budget an encode takes (`--bpw`).
+pub fn is_budget(b: f64) -> bool {
+    b.is_finite() && b > 0.0 && b <= 16.0
+}
+
+/// Whether `ladder` is one: at least one budget, each one ([`is_budget`]), each above the one
+/// before; the reason when not.
+pub fn check_ladder(ladder: &[f64]) -> Result<(), String> {
+    if ladder.is_empty() {
+        return Err(format!("expected one budget or more ({BUDGET_EXPECTED})"));
+    }
+    if let Some(b) = ladder.iter().find(|b| !is_budget(**b)) {
+        return Err(format!("{b}: expected {BUDGET_EXPECTED}"));
+    }
+    if let Some(w) = ladder.windows(2).find(|w| w[1] <= w[0]) {
+        return Err(format!(
+            "{} after {}: expected the budgets in ascending order, each once (the ladder climbs)",
+            w[1], w[0]
+        ));
+    }
+    Ok(())
+}
+
+/// A `bpw=` value: `auto` (None: the campaign's ladder), or budgets separated by commas.
+fn parse_budgets(v: &str) -> Result<Option<Vec<f64>>, String> {
+    if v == "auto" {
+        return Ok(None);
+    }
+    let ladder = v
+        .split(',')
+        .map(|b| {
+            b.parse::<f64>()
+                .ok()
+                .filter(|b| is_budget(*b))
+                .ok_or_else(|| format!("{b:?}: expected {BUDGET_EXPECTED} (or a ladder 2.25,2.6,3.0, or auto)"))
+        })
+        .collect::<Result<Vec<f64>, String>>()?;
+    check_ladder(&ladder)?;
+    Ok(Some(ladder))
 }
 
 fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueError> {
@@ -207,9 +265,7 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
                     })?,
             );
         } else if let Some(v) = t.strip_prefix("bpw=") {
-            bpw = Some(v.parse::<f64>().ok().filter(|b| b.is_finite() && *b > 0.0 && *b <= 16.0).ok_or_else(|| {
-                err(format!("{id}: bpw={v:?}: expected a budget of bits per weight above 0 and at most 16, e.g. 2.6"))
-            })?);
+            bpw = Some(parse_budgets(v).map_err(|why| err(format!("{id}: bpw={v:?}: {why}")))?);
         } else if let Some(v) = t.strip_prefix("mix=") {
             crate::dataplane::encode::Mix::parse(v).map_err(|e| err(format!("{id}: mix={v:?}: {e}")))?;
             mix = Some(v.to_string());
@@ -264,7 +320,8 @@ fn parse_line(path: &Path, n: usize, raw: &str) -> Result<Option<Entry>, QueueEr
         hf_source: hf,
         modulus,
         mix,
-        bpw,
+        auto_budgets: bpw.as_ref().is_some_and(Option::is_none),
+        budgets: bpw.flatten().unwrap_or_default(),
         search,
         refine,
         calib_chunks,
@@ -294,7 +351,25 @@ impl Queue {
                 entries.push(e);
             }
         }
-        Ok(Queue { path: path.into(), lines, trailing_newline, loaded: text.as_bytes().to_vec(), entries })
+        let q = Queue {
+            path: path.into(),
+            lines,
+            trailing_newline,
+            loaded: text.as_bytes().to_vec(),
+            ladder: vec![],
+            entries,
+        };
+        Ok(q.with_ladder(&DEFAULT_LADDER))
+    }
+
+    /// The queue with `ladder` as the campaign's (`[encode] ladder`): every `bpw=auto` line
+    /// climbs it.
+    pub fn with_ladder(mut self, ladder: &[f64]) -> Queue {
+        self.ladder = ladder.to_vec();
+        for e in self.entries.iter_mut().filter(|e| e.auto_budgets) {
+            e.budgets = ladder.to_vec();
+        }
+        self
     }
 
     pub fn load(path: &Path) -> Result<Queue, QueueError> {
@@ -317,8 +392,8 @@ impl Queue {
 
     fn reparse(&mut self) -> Result<(), QueueError> {
         let text = self.render();
-        let loaded = std::mem::take(&mut self.loaded);
-        *self = Queue::parse(&self.path, &text)?;
+        let (loaded, ladder) = (std::mem::take(&mut self.loaded), std::mem::take(&mut self.ladder));
+        *self = Queue::parse(&self.path, &text)?.with_ladder(&ladder);
         self.loaded = loaded;
         Ok(())
     }
@@ -542,15 +617,43 @@ mod tests {
     }
 
     #[test]
+    fn a_ladder_is_budgets_in_ascending_order_and_auto_is_the_campaigns() {
+        let text = "a params=1 family=l bpw=2.25,2.6,3.0 READY-NOW\nb params=1 family=l bpw=auto READY-NOW\n";
+        let q = Queue::parse(Path::new("queue.txt"), text).unwrap();
+        assert_eq!(q.entries[0].budgets, vec![2.25, 2.6, 3.0]);
+        assert!(!q.entries[0].auto_budgets);
+        assert_eq!((q.entries[1].budgets.as_slice(), q.entries[1].auto_budgets), (&DEFAULT_LADDER[..], true));
+        // the campaign's ladder reaches the auto lines only, and survives an edit
+        let mut q = q.with_ladder(&[2.0, 4.0]);
+        assert_eq!((q.entries[0].budgets.len(), q.entries[1].budgets.clone()), (3, vec![2.0, 4.0]));
+        q.hold("a", None).unwrap();
+        assert_eq!(q.entries[1].budgets, vec![2.0, 4.0]);
+        assert_eq!(q.render().lines().nth(1), Some("b params=1 family=l bpw=auto READY-NOW"));
+        for (bad, says) in [
+            ("bpw=2.6,2.25", "2.25 after 2.6: expected the budgets in ascending order"),
+            ("bpw=2.6,2.6", "2.6 after 2.6"),
+            ("bpw=2.6,", "\"\": expected a budget"),
+            ("bpw=Auto", "\"Auto\": expected a budget"),
+        ] {
+            let e = Queue::parse(Path::new("queue.txt"), &format!("a params=1 family=l {bad} READY-NOW\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("queue.txt:1") && e.contains(says), "{bad}: {e}");
+        }
+        assert!(check_ladder(&[]).unwrap_err().contains("one budget or more"));
+        assert!(check_ladder(&[2.0, f64::NAN]).unwrap_err().contains("NaN: expected a budget"));
+    }
+
+    #[test]
     fn mix_is_kept_for_the_encode_build() {
         let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l q=4 mix=attn_v=6,ffn_down=5 READY-NOW\n")
             .unwrap();
         assert_eq!(q.entries[0].mix.as_deref(), Some("attn_v=6,ffn_down=5"));
         assert_eq!(q.entries[0].modulus, Some(4));
-        assert_eq!(q.entries[0].bpw, None);
+        assert_eq!(q.entries[0].budgets, Vec::<f64>::new());
         let q = Queue::parse(Path::new("queue.txt"), "a params=1 family=l bpw=2.6 READY-NOW\n").unwrap();
-        assert_eq!(q.entries[0].bpw, Some(2.6));
-        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf", "bpw=99", "bpw=1e9"] {
+        assert_eq!(q.entries[0].budgets, vec![2.6]);
+        for bad in ["bpw=0", "bpw=x", "bpw=-1", "bpw=inf", "bpw=99", "bpw=1e9", "bpw=2.6,x", "bpw=,2.6"] {
             let e = Queue::parse(Path::new("queue.txt"), &format!("a params=1 family=l {bad} READY-NOW\n"))
                 .unwrap_err()
                 .to_string();

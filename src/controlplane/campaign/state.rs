@@ -60,14 +60,20 @@ pub fn state_of(e: &Entry, inv: Option<&ModelInventory>, builds: &[BuildInfo], m
     let Some(m) = inv else {
         return ModelState::Unknown;
     };
-    if m.output.is_present() {
+    let climbing = matches!(
+        super::ladder::climb(e, markers.done.get(&e.id), m.failed.as_deref().unwrap_or_default()),
+        super::ladder::Climb::Next(_)
+    );
+    if m.output.is_present() && !climbing {
         return ModelState::Done;
     }
     if !m.unknowns().is_empty() {
         return ModelState::Unknown;
     }
     let failed_build = latest_build(&e.id, builds).is_some_and(|b| b.status.is_failed());
-    if markers.done.contains(&e.id) || (failed_build && markers.feeder.contains(&e.id) && !m.ready()) {
+    // a knot that failed its gate with a budget left on its ladder is READY for the next
+    if (markers.done.contains_key(&e.id) && !climbing) || (failed_build && markers.feeder.contains(&e.id) && !m.ready())
+    {
         return ModelState::Failed;
     }
     if m.ready() {

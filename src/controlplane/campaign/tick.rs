@@ -12,7 +12,10 @@
 //!    OUT-OF-SCOPE → skip · HOLD → skip, loudly · KAIJU1 knot shipped → done, unless a
 //!    `.reencode` marker asks for one more encode (then it goes on like an unshipped model) ·
 //!    any UNKNOWN check → stop this tick (UNKNOWN is never ABSENT) ·
-//!    `.done` marker without a shipped knot → encode FAILED, skip (requeue to retry) ·
+//!    `.done` marker whose build's knot failed its gate, with a budget left on the model's
+//!    ladder → **submit encode** at the next budget (`campaign::ladder`; a re-encode climbs
+//!    too) · `.done` marker without a shipped knot otherwise (a build error, the ladder's top
+//!    budget failed) → encode FAILED, skip (requeue to retry) ·
 //!    READY → **submit encode** · EXTERNAL → skip (prerequisites come from outside) ·
 //!    f16 or imatrix absent, HF source, no `.feeder` → **submit feeder** ·
 //!    `.feeder` marker → feeder FAILED (not resubmitted), skip · anything else → skip with why;
@@ -26,6 +29,7 @@
 
 pub use super::cost::Limits;
 use super::inventory::{Inventory, ModelInventory};
+use super::ladder::{self, Climb, Rung};
 use super::markers::MarkerSet;
 use super::queue::{Entry, Tag};
 use crate::controlplane::backend::builds::{BuildInfo, BuildKind};
@@ -114,8 +118,16 @@ impl InFlight {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
-    SubmitEncode { id: String },
-    SubmitFeeder { id: String, hf_source: String },
+    /// the encode at `rung` of the model's ladder (None: its `q=`)
+    SubmitEncode {
+        id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rung: Option<Rung>,
+    },
+    SubmitFeeder {
+        id: String,
+        hf_source: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,7 +158,8 @@ impl Decision {
     /// The one-line summary `--tick` prints.
     pub fn summary(&self) -> String {
         match (&self.outcome, &self.action) {
-            (_, Some(Action::SubmitEncode { id })) => format!("submit KAIJU encode for {id}"),
+            (_, Some(Action::SubmitEncode { id, rung: None })) => format!("submit KAIJU encode for {id}"),
+            (_, Some(Action::SubmitEncode { id, rung: Some(r) })) => format!("submit KAIJU encode for {id} at {r}"),
             (_, Some(Action::SubmitFeeder { id, hf_source })) => {
                 format!("submit IQ-ladder feeder for {id} ({hf_source})")
             }
@@ -182,15 +195,6 @@ impl Next {
             Next::Blocked(why) => format!("nothing: {why}"),
         }
     }
-
-    /// The action that submits this build for `id`, or why there is none.
-    pub fn action(self, id: &str) -> Result<Action, String> {
-        match self {
-            Next::Encode => Ok(Action::SubmitEncode { id: id.into() }),
-            Next::Feed(hf) => Ok(Action::SubmitFeeder { id: id.into(), hf_source: hf }),
-            Next::Blocked(why) => Err(why),
-        }
-    }
 }
 
 impl Action {
@@ -214,8 +218,17 @@ pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
     }
 }
 
-fn is_done(inv: &Inventory, markers: &MarkerSet, id: &str) -> bool {
-    inv.get(id).is_some_and(|m| m.output.is_present()) && !markers.reencode.contains(id)
+/// Where `e` stands on its ladder ([`ladder::climb`]); a listing of its failed gates that R2
+/// could not give counts as none.
+fn climb_of(e: &Entry, m: &ModelInventory, markers: &MarkerSet) -> Climb {
+    ladder::climb(e, markers.done.get(&e.id), m.failed.as_deref().unwrap_or_default())
+}
+
+/// Its knot is shipped, no re-encode is asked for, and no re-encode is climbing its ladder.
+fn is_done(e: &Entry, inv: &Inventory, markers: &MarkerSet) -> bool {
+    inv.get(&e.id).is_some_and(|m| {
+        m.output.is_present() && !markers.reencode.contains(&e.id) && !matches!(climb_of(e, m, markers), Climb::Next(_))
+    })
 }
 
 /// What the watcher does with one model, slots aside: the one rule that the tick, `check`,
@@ -247,7 +260,8 @@ impl Step {
                 u.iter().map(|(n, e)| format!("{n}: {e}")).collect::<Vec<_>>().join("; ")
             ),
             Step::Skip(why) => format!("nothing: {why}"),
-            Step::Submit(Action::SubmitEncode { .. }) => Next::Encode.describe(),
+            Step::Submit(Action::SubmitEncode { rung: None, .. }) => Next::Encode.describe(),
+            Step::Submit(Action::SubmitEncode { rung: Some(r), .. }) => format!("{} at {r}", Next::Encode.describe()),
             Step::Submit(Action::SubmitFeeder { hf_source, .. }) => Next::Feed(hf_source.clone()).describe(),
         }
     }
@@ -277,7 +291,7 @@ pub fn model_step(
     if let Some(s) = tag_step(e) {
         return s;
     }
-    if is_done(inv, markers, id) {
+    if is_done(e, inv, markers) {
         return Step::Done;
     }
     if !flight.of_model(id).is_empty() {
@@ -287,16 +301,38 @@ pub fn model_step(
     if !unknown.is_empty() {
         return Step::Unknown(unknown.into_iter().map(|(n, e)| (n.to_string(), e.to_string())).collect());
     }
-    if markers.done.contains(id) {
-        return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into());
-    }
     let missing = || m.missing().join("; ");
     let submit = |a: Action| match limits.why(id, a.kind()) {
         Some(why) => Step::Skip(why.to_string()),
         None => Step::Submit(a),
     };
+    let rung = match (markers.done.contains_key(id), &m.failed) {
+        (true, Err(why)) => return Step::Unknown(vec![("failed gates".into(), why.clone())]),
+        (true, Ok(failed)) => match climb_of(e, m, markers) {
+            Climb::Next(r) => match next_build(e, m) {
+                Next::Encode => return submit(Action::SubmitEncode { id: id.into(), rung: Some(r) }),
+                _ => {
+                    return Step::Skip(format!("its knot failed its gate; the next budget, {r}, waits: {}", missing()))
+                }
+            },
+            Climb::Exhausted => {
+                return Step::Skip(format!(
+                    "every budget of its ladder failed its gate ({}): FAILED (add a budget to its bpw= ladder, \
+                     or requeue to climb it again)",
+                    ladder::failed_budgets(failed)
+                ))
+            }
+            _ => {
+                return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into())
+            }
+        },
+        (false, _) => match climb_of(e, m, markers) {
+            Climb::Start(r) => r,
+            _ => None,
+        },
+    };
     match next_build(e, m) {
-        Next::Encode => submit(Action::SubmitEncode { id: id.into() }),
+        Next::Encode => submit(Action::SubmitEncode { id: id.into(), rung }),
         _ if e.tag == Tag::External => Step::Skip(format!("EXTERNAL, never fed; not ready: {}", missing())),
         Next::Feed(_) if markers.feeder.contains(id) => {
             Step::Skip(format!("feeder was submitted but not ready (FAILED; requeue to retry): {}", missing()))
@@ -387,7 +423,7 @@ pub fn decide(
         return busy(notes);
     }
     let all_done =
-        queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(inv, markers, &e.id));
+        queue.iter().filter(|e| !matches!(e.tag, Tag::Hold | Tag::OutOfScope)).all(|e| is_done(e, inv, markers));
     Decision { action: None, outcome: if all_done { Outcome::AllDone } else { Outcome::Idle }, notes }
 }
 

@@ -39,7 +39,68 @@ pub struct ZooRow {
     /// The build a submit would start now ("KAIJU encode", "IQ-ladder feeder"), or why none
     /// can start ("nothing: …")
     pub next_build: String,
+    /// Where the model stands on its budget ladder (a line of more than one budget, or one
+    /// whose knot failed a gate)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<LadderView>,
     pub detail: Vec<String>,
+}
+
+/// A model's budget ladder as the zoo shows it: its budgets, the ones whose knots failed their
+/// gates (each with its gate's result), and the one its shipped knot was encoded at.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LadderView {
+    pub budgets: Vec<f64>,
+    /// the budget of the shipped knot's encode, where its marker says it
+    pub shipped: Option<f64>,
+    /// the failed gates, lowest budget first (None: encoded at the line's `q=`)
+    pub failed: Vec<FailedRung>,
+}
+
+/// A rung whose knot failed its gate.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FailedRung {
+    pub bpw: Option<f64>,
+    pub build: String,
+    /// its gate's result line ("FAIL kld 1.213 top1 44% ppl×2.51"), read from the log R2 keeps
+    pub gate_result: Option<String>,
+    #[serde(skip)]
+    pub key: String,
+}
+
+impl LadderView {
+    fn of(e: &Entry, m: &ModelInventory, markers: &MarkerSet) -> Option<LadderView> {
+        use super::ladder::{climb, Climb};
+        let failed = m.failed.as_deref().unwrap_or_default();
+        if e.budgets.len() < 2 && failed.is_empty() {
+            return None;
+        }
+        let marker = markers.done.get(&e.id);
+        let shipped = match climb(e, marker, failed) {
+            Climb::Submitted if m.output.is_present() => marker.and_then(|s| s.bpw),
+            _ => None,
+        };
+        let mut failed: Vec<FailedRung> = failed
+            .iter()
+            .map(|f| FailedRung { bpw: f.bpw, build: f.build.clone(), gate_result: None, key: f.key.clone() })
+            .collect();
+        failed.sort_by(|a, b| a.bpw.unwrap_or(0.0).total_cmp(&b.bpw.unwrap_or(0.0)));
+        Some(LadderView { budgets: e.budgets.clone(), shipped, failed })
+    }
+
+    /// The zoo's note on it: "at 2.6 bpw (2.25 failed)", "failed at 2.25, 2.6".
+    pub fn note(&self) -> String {
+        let failed: Vec<String> =
+            self.failed.iter().map(|f| f.bpw.map_or_else(|| "q=".to_string(), |b| b.to_string())).collect();
+        match (self.shipped, failed.is_empty()) {
+            (Some(b), true) => format!("at {b} bpw"),
+            (Some(b), false) => format!("at {b} bpw ({} failed)", failed.join(", ")),
+            (None, false) => format!("failed at {}", failed.join(", ")),
+            (None, true) => {
+                format!("ladder {}", self.budgets.iter().map(f64::to_string).collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
 }
 
 /// The zoo's columns, as `status` prints them and the control room heads them when wide.
@@ -52,8 +113,13 @@ pub const SHORT_COLUMNS: [&str; 9] = ["model", "params", "state", "f16", "im", "
 impl ZooRow {
     /// The zoo's last column, the same in `status` and the control room: the shipped knot's gate
     /// result, else why the model is held or out of scope, else its last build.
-    pub fn note(&self) -> Option<&str> {
-        self.gate_result.as_deref().or(self.reason.as_deref()).or(self.last_build.as_deref())
+    pub fn note(&self) -> Option<String> {
+        let note = self.gate_result.as_deref().or(self.reason.as_deref()).or(self.last_build.as_deref());
+        match (note, &self.ladder) {
+            (Some(n), Some(l)) => Some(format!("{n} · {}", l.note())),
+            (None, Some(l)) => Some(l.note()),
+            (n, None) => n.map(String::from),
+        }
     }
 }
 
@@ -173,6 +239,16 @@ pub fn gate_report(log: &str) -> Option<GateReport> {
             }
         }
     }
+    // argmax cases that failed (the first on its `argmax:` line, the others on `case N:` lines,
+    // each ending with its verdict)
+    let failed = log
+        .lines()
+        .filter(|l| l.starts_with("argmax: ") || l.starts_with("case "))
+        .filter(|l| l.split_whitespace().last() == Some("FAIL"))
+        .count();
+    if failed > 0 && figures.is_some() {
+        summary += &format!(" · {failed} argmax case{} FAIL", if failed == 1 { "" } else { "s" });
+    }
     // argmax cases that did not decide the verdict (a low-margin swap under argmax_min_margin)
     let inconclusive = log.lines().filter(|l| l.starts_with("inconclusive: ")).count();
     if inconclusive > 0 {
@@ -215,9 +291,14 @@ fn codec_line(e: &Entry) -> String {
     if let Some(l) = e.calib_seq {
         effort += &format!(", calibration sequences of {l}");
     }
-    if let Some(b) = e.bpw {
+    if !e.budgets.is_empty() {
         let mix = e.mix.as_ref().map(|m| format!(", pinned {m}")).unwrap_or_default();
-        return format!("codec: KAIJU1 allocated for {b} bpw{mix}{effort}");
+        let b: Vec<String> = e.budgets.iter().map(f64::to_string).collect();
+        let what = match b.len() {
+            1 => format!("{} bpw", b[0]),
+            _ => format!("the ladder {} bpw{}", b.join(" → "), if e.auto_budgets { " ([encode] ladder)" } else { "" }),
+        };
+        return format!("codec: KAIJU1 allocated for {what}{mix}{effort}");
     }
     let q = e.modulus.unwrap_or(Variant::DEFAULT.q);
     let bpw = Variant::new(q).map(|v| format!(" ({:.2} bpw)", kaiju1::bpw(BLOCK * GROUP, v))).unwrap_or_default();
@@ -244,6 +325,7 @@ pub fn rows(
         base: Probe::Unknown("not probed".into()),
         gate: GateKind::Missing,
         output: Probe::Unknown("not probed".into()),
+        failed: Err("not probed".into()),
     };
     let flight = super::tick::InFlight::of(builds);
     entries
@@ -308,6 +390,7 @@ pub fn rows(
                 reason: e.comment.clone().filter(|_| matches!(e.tag, Tag::Hold | Tag::OutOfScope)),
                 // what the tick, `check` and "submit now" would do for it: one function decides
                 next_build: super::tick::model_step(e, m, inv, markers, &flight, limits).describe(&e.id),
+                ladder: LadderView::of(e, m, markers),
                 detail,
             }
         })
@@ -367,7 +450,7 @@ pub fn table(rows: &[ZooRow]) -> String {
             r.gate_mark.glyph(),
             r.hours_cell(),
             r.usd_cell(),
-            r.note().unwrap_or("")
+            r.note().unwrap_or_default()
         );
     }
     s
@@ -382,6 +465,21 @@ pub(crate) mod tests {
         let log = "kaiju gate: x\nargmax: 7042   PASS\nperplexity ctx 128 over 8 chunks (504 tokens scored) of t: 29.3579\nresult: PASS\n";
         assert_eq!(gate_report(log).map(|r| r.summary).as_deref(), Some("PASS argmax 7042 · ppl 29.3579"));
         assert_eq!(gate_report("nothing"), None);
+    }
+
+    /// A gate that failed on its argmax cases says so beside its figures.
+    #[test]
+    fn a_failed_argmax_case_is_in_the_summary() {
+        let q = crate::dataplane::gate::quality::Quality::example();
+        let fig = serde_json::json!({"quality": q, "thresholds": Thresholds::default()});
+        let log = format!(
+            "argmax: 216   FAIL\ncase 2: prompt_tokens [1] expect 3 argmax 3   PASS\nfigures: {fig}\nresult: FAIL\n"
+        );
+        assert!(gate_report(&log).unwrap().summary.ends_with(" · 1 argmax case FAIL"), "{log}");
+        let log = log.replace("argmax 3   PASS", "argmax 4   FAIL");
+        assert!(gate_report(&log).unwrap().summary.ends_with(" · 2 argmax cases FAIL"));
+        let log = log.replace("216   FAIL", "3   PASS").replace("argmax 4   FAIL", "argmax 3   PASS");
+        assert!(!gate_report(&log).unwrap().summary.contains("argmax"), "{log}");
     }
 
     #[test]
@@ -419,17 +517,75 @@ pub(crate) mod tests {
             &super::super::tick::Limits::none(),
             1.0,
         );
-        assert_eq!(rows[0].note(), Some("waiting for a licence"));
+        assert_eq!(rows[0].note().as_deref(), Some("waiting for a licence"));
         assert_eq!(rows[1].note(), None);
         let built = ZooRow { last_build: Some("b7 FAILURE".into()), ..rows[1].clone() };
-        assert_eq!(built.note(), Some("b7 FAILURE"));
+        assert_eq!(built.note().as_deref(), Some("b7 FAILURE"));
         let gated = ZooRow { gate_result: Some("PASS kld 0.1".into()), ..built.clone() };
-        assert_eq!(gated.note(), Some("PASS kld 0.1"));
+        assert_eq!(gated.note().as_deref(), Some("PASS kld 0.1"));
         let t = table(&[rows[0].clone(), built, gated]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>().join(" "), COLUMNS.join(" "));
         assert!(lines[1].ends_with("waiting for a licence") && lines[2].ends_with("b7 FAILURE"), "{t}");
         assert!(lines[3].ends_with("PASS kld 0.1"), "{t}");
+    }
+
+    /// The zoo's note, `status --json` and the details pane say where a model stands on its
+    /// budget ladder: the budget it shipped at and the ones that failed.
+    #[test]
+    fn the_zoo_shows_the_rung_shipped_and_the_rungs_that_failed() {
+        use crate::controlplane::campaign::ladder::FailedGate;
+        use crate::controlplane::campaign::markers::Submitted;
+        let q = queue(
+            "a params=0.5 family=qwen2 bpw=2.25,2.6,3.0 READY-NOW\nb params=0.5 family=qwen2 bpw=2.6 READY-NOW\n",
+        );
+        let p = Probe::Present { size: 1 };
+        let m = |output: Probe, failed: Vec<FailedGate>| ModelInventory {
+            f16: p.clone(),
+            imatrix: p.clone(),
+            base: p.clone(),
+            gate: GateKind::Missing,
+            output,
+            failed: Ok(failed),
+        };
+        let f = |b: &str, bpw| FailedGate { build: b.into(), bpw: Some(bpw), key: format!("k/{b}") };
+        let row = |inv: ModelInventory, marker: Option<Submitted>| {
+            let mut i = Inventory::new();
+            i.insert("a".into(), inv.clone());
+            i.insert("b".into(), inv);
+            let mut mk = MarkerSet::default();
+            if let Some(s) = marker {
+                mk.done.insert("a".into(), s.clone());
+                mk.done.insert("b".into(), s);
+            }
+            rows(&q.entries, &i, &[], &mk, &CostConfig::default(), &super::super::tick::Limits::none(), 1.0)
+        };
+        let at = |b: &str, bpw| Some(Submitted { at: None, build: Some(b.into()), bpw: Some(bpw) });
+        // not started: the ladder; a line of one budget shows none
+        let r = row(m(Probe::Absent, vec![]), None);
+        assert_eq!(r[0].note().as_deref(), Some("ladder 2.25, 2.6, 3"));
+        assert_eq!(r[1].ladder, None);
+        // climbing: the failed budget
+        let r = row(m(Probe::Absent, vec![f("b1", 2.25)]), at("b1", 2.25));
+        assert_eq!(r[0].note().as_deref(), Some("failed at 2.25"));
+        assert!(r[0].next_build.contains("the next budget, 2.6 bpw (rung 2 of 3)"), "{}", r[0].next_build);
+        // shipped at the second
+        let r = row(m(p.clone(), vec![f("b1", 2.25)]), at("b2", 2.6));
+        let l = r[0].ladder.as_ref().unwrap();
+        assert_eq!((l.shipped, l.failed.len()), (Some(2.6), 1));
+        let shipped = ZooRow { gate_result: Some("PASS kld 0.4".into()), ..r[0].clone() };
+        assert_eq!(shipped.note().as_deref(), Some("PASS kld 0.4 · at 2.6 bpw (2.25 failed)"));
+        let json = serde_json::to_value(&r[0]).unwrap();
+        assert_eq!(json["ladder"]["shipped"], 2.6);
+        assert_eq!(json["ladder"]["failed"][0]["bpw"], 2.25);
+        assert_eq!(json["ladder"]["budgets"], serde_json::json!([2.25, 2.6, 3.0]));
+        assert!(
+            r[0].detail.iter().any(|d| d == "codec: KAIJU1 allocated for the ladder 2.25 → 2.6 → 3 bpw"),
+            "{:?}",
+            r[0].detail
+        );
+        // a line of one budget whose knot failed shows that too
+        assert_eq!(r[1].ladder.as_ref().map(LadderView::note).as_deref(), Some("at 2.6 bpw (2.25 failed)"));
     }
 
     #[test]

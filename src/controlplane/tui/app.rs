@@ -717,7 +717,7 @@ impl App {
         let Some(r) = self.rows.iter().find(|r| Some(&r.id) == b.model().as_ref()) else { return 0.0 };
         let h = match b.kind {
             Some(BuildKind::Feeder) => r.estimate.ladder_h.max(r.params_b / 7.0 * self.ladder_hours_per_7b),
-            _ => r.estimate.encode_h,
+            _ => r.estimate.rung_h,
         };
         h * 3600.0 - b.elapsed(self.now)
     }

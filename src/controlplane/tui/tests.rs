@@ -76,6 +76,7 @@ pub fn sample_app(theme: Theme, readonly: bool, yes: bool) -> App {
             base: if i < 5 { p.clone() } else { Probe::Absent },
             gate,
             output: if i == 0 { p.clone() } else { Probe::Absent },
+            failed: Ok(vec![]),
         };
         inv.insert(e.id.clone(), m);
     }

@@ -185,7 +185,7 @@ fn draw_zoo(f: &mut Frame, app: &App, r: Rect, wide: bool) {
                     Some(_) => app.theme.bad,
                     None => app.theme.dim,
                 };
-                cells.push(Cell::from(z.note().unwrap_or_default().to_string()).style(app.theme.role(role)));
+                cells.push(Cell::from(z.note().unwrap_or_default()).style(app.theme.role(role)));
             }
             cells.truncate(shown);
             Row::new(cells)
@@ -500,9 +500,16 @@ fn draw_details(f: &mut Frame, app: &App, area: Rect) {
     ))];
     lines.extend(r.detail.iter().map(|d| Line::from(d.as_str())));
     lines.push(Line::from(format!(
-        "estimate: ladder {:.1} h + encode {:.1} h = {:.1} h, ${:.2}, disk {} GB {}",
+        "estimate: ladder {:.1} h + encode {:.1} h{} = {:.1} h, ${:.2}, disk {} GB {}",
         r.estimate.ladder_h,
         r.estimate.encode_h,
+        match r.estimate.rungs {
+            1 => String::new(),
+            n => format!(
+                " ({:.1} of {n} budgets expected; all {n}: {:.1} h, ${:.2})",
+                r.estimate.expected_rungs, r.estimate.hours_max, r.estimate.usd_max
+            ),
+        },
         r.estimate.hours,
         r.estimate.usd,
         r.estimate.build_disk_gb,

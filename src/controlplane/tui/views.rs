@@ -243,6 +243,22 @@ pub fn draw_quality(f: &mut Frame, app: &App, r: Rect) {
             lines.push(Line::from([vec![indent.clone()], top1].concat()));
             lines.push(Line::from([vec![indent], ppl].concat()));
         }
+        // the rung it shipped at, and the rungs whose knots failed their gates
+        if let Some(l) = &row.ladder {
+            let failed: Vec<String> = l
+                .failed
+                .iter()
+                .map(|f| {
+                    let at = f.bpw.map_or_else(|| "q=".to_string(), |b| format!("{b} bpw"));
+                    format!("{at}: {}", f.gate_result.as_deref().unwrap_or("FAIL"))
+                })
+                .collect();
+            let mut text = format!("{:<name_w$}  {}", "", l.note());
+            if !failed.is_empty() {
+                text += &format!(" · failed {}", failed.join(" · "));
+            }
+            lines.push(Line::from(Span::styled(text, t.role(t.dim))));
+        }
     }
     lines.push(Line::from(Span::styled(
         "  │ marks the enforced threshold; FAIL misses it, near is within 10%",

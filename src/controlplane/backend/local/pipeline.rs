@@ -390,6 +390,16 @@ fn step_gate(cx: &mut Ctx) -> Result<(), String> {
         cx.line(&format!("gate: {l}"));
     }
     if !g.passed() {
+        // the failed gate's log, kept in R2 under this build: the watcher climbs the model's
+        // budget ladder on it (`campaign::ladder`); the knot is not shipped
+        let id = cx.spec.model_id.clone();
+        let bpw = subs.get("_BPW").and_then(|b| b.parse::<f64>().ok());
+        let modulus = subs.get("_MODULUS").and_then(|q| q.parse::<u32>().ok()).unwrap_or(4);
+        let rung = crate::controlplane::campaign::ladder::rung_name(bpw, modulus);
+        let key = keys::kaiju_failed_gate_log(&id, &cx.info.id, &rung);
+        let r2 = LocalStore::new(&cx.stores.r2_dir);
+        r2.put_file(&key, &out.with_extension("gate.log")).map_err(|e| e.to_string())?;
+        cx.line(&format!("kept the failed gate's log as {}/{key}", r2.describe()));
         return Err(format!("gate failed: {}", g.failures().join("; ")));
     }
     Ok(())

@@ -79,7 +79,10 @@ impl ObjectStore for LocalStore {
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let mut out = Vec::new();
-        let mut stack = vec![self.root.clone()];
+        // only the folder the prefix names is walked (`models/a-kaiju1.failed/`: that one)
+        let folder =
+            prefix.rsplit_once('/').map(|(d, _)| d).filter(|d| !d.split('/').any(|c| c == ".." || c.is_empty()));
+        let mut stack = vec![folder.map_or_else(|| self.root.clone(), |d| self.root.join(d))];
         while let Some(d) = stack.pop() {
             let rd = match std::fs::read_dir(&d) {
                 Ok(r) => r,

@@ -307,3 +307,34 @@ fn a_models_search_and_refine_scale_its_encode_hours_not_its_gate() {
     let off = CostConfig { feedback: false, ..c };
     assert_eq!(effort(&heavy, &off), 1.0 + 2.0 * SEARCH_STEP_PLAIN);
 }
+
+/// A budget ladder costs one rung until the campaign's knots of its size class have been
+/// gated, then the rungs its pass rate expects; `plan` shows the range up to every rung, and a
+/// build's timeout is held to one rung's hours.
+#[test]
+fn a_ladder_costs_its_expected_rungs_and_plan_shows_the_whole_ladder() {
+    let one = e("a", 7.0, Tag::ReadyNow);
+    let ladder = Entry { budgets: vec![2.25, 2.6, 3.0, 3.3], ..e("b", 7.0, Tag::ReadyNow) };
+    let c = CostConfig::default();
+    let (x, y) = (estimate(&one, false, &c), estimate(&ladder, false, &c));
+    assert_eq!((y.rungs, y.expected_rungs, y.encode_h), (4, 1.0, x.encode_h));
+    assert!((y.hours_max - 4.0 * x.rung_h).abs() < 1e-9);
+    assert_eq!((x.rungs_cell(), y.rungs_cell()), ("1".to_string(), "1.0/4".to_string()));
+    // half the 7B-class rungs gated so far passed
+    let half = CostConfig { pass_rates: [None, Some(0.5), None], ..c.clone() };
+    let z = estimate(&ladder, false, &half);
+    assert!((z.expected_rungs - 1.875).abs() < 1e-9 && (z.encode_h - 1.875 * z.rung_h).abs() < 1e-9);
+    assert_eq!(estimate(&one, false, &half).encode_h, x.encode_h);
+    let p = plan(&[one, ladder], &half, |_| (false, false));
+    assert!((p.total_hours_max - (x.rung_h + 4.0 * z.rung_h)).abs() < 1e-9);
+    let t = p.table();
+    assert!(t.contains(" 1.9/4 ") && t.contains("budget ladders: from the expected rungs above to every rung"), "{t}");
+    // no ladder: no range line
+    assert!(!plan(&[e("a", 7.0, Tag::ReadyNow)], &c, |_| (false, false)).table().contains("budget ladders"));
+    // a 72B's encode with a ladder of four is not flagged for four encodes' hours
+    let big = Entry { budgets: vec![2.25, 2.6, 3.0, 3.3], ..e("c", 72.0, Tag::ReadyNow) };
+    let none = CostConfig { pass_rates: [None, None, Some(0.0)], ..c };
+    let b = estimate(&big, false, &none);
+    assert_eq!(b.expected_rungs, 4.0);
+    assert!(b.flags.is_empty() && b.encode_h > b.rung_h, "{:?}", b.flags);
+}

@@ -33,7 +33,7 @@ fn entry(id: &str, tag: Tag, hf: bool) -> Entry {
 }
 
 fn inv(f16: Probe, im: Probe, base: Probe, g: GateKind, out: Probe) -> ModelInventory {
-    ModelInventory { f16, imatrix: im, base, gate: g, output: out }
+    ModelInventory { f16, imatrix: im, base, gate: g, output: out, failed: Ok(vec![]) }
 }
 
 fn ready() -> ModelInventory {
@@ -66,7 +66,7 @@ fn ready_submits_encode() {
     for tag in [Tag::ReadyNow, Tag::AutoFeed, Tag::External] {
         let (q, i) = one(entry("a", tag, true), ready());
         let d = decide(&q, &i, &[], &none(), &ONE, &Limits::none());
-        assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }), "{tag}");
+        assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into(), rung: None }), "{tag}");
     }
 }
 
@@ -92,7 +92,7 @@ fn one_model_step_is_what_the_tick_does() {
     let mut mk = none();
     mk.reencode.insert("a".into());
     let s = step(entry("a", Tag::ReadyNow, true), inv(P, P, P, gate(), P), &mk);
-    assert_eq!(s, Step::Submit(Action::SubmitEncode { id: "a".into() }));
+    assert_eq!(s, Step::Submit(Action::SubmitEncode { id: "a".into(), rung: None }));
     assert_eq!(s.describe("a"), "KAIJU encode");
 }
 
@@ -176,7 +176,7 @@ fn a_reencode_request_encodes_a_shipped_model_once() {
     let mut m = none();
     m.reencode.insert("a".into());
     let d = decide(&q, &i, &[], &m, &ONE, &Limits::none());
-    assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into() }));
+    assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into(), rung: None }));
     // not all done while a re-encode is asked for, even if it cannot go yet
     let (q2, i2) = one(entry("a", Tag::ReadyNow, true), inv(P, A, P, gate(), P));
     let d = decide(&q2, &i2, &[], &m, &ONE, &Limits::none());
@@ -186,7 +186,7 @@ fn a_reencode_request_encodes_a_shipped_model_once() {
     assert!(matches!(decide(&q, &i, &[b], &m, &ONE, &Limits::none()).outcome, Outcome::Busy { .. }));
     // once submitted (the executor removed the request; .done set) the shipped knot is done again
     let mut after = none();
-    after.done.insert("a".into());
+    after.done.insert("a".into(), Default::default());
     assert_eq!(decide(&q, &i, &[], &after, &ONE, &Limits::none()).outcome, Outcome::AllDone);
 }
 
@@ -246,7 +246,7 @@ fn unknown_is_never_absent() {
 fn done_marker_without_output_is_failed_and_not_resubmitted() {
     let (q, i) = one(entry("a", Tag::ReadyNow, true), ready());
     let mut m = none();
-    m.done.insert("a".into());
+    m.done.insert("a".into(), Default::default());
     let d = decide(&q, &i, &[], &m, &ONE, &Limits::none());
     assert_eq!(d.action, None);
     assert!(d.notes[0].contains("FAILED"));
@@ -283,7 +283,10 @@ fn queue_order_wins_and_at_most_one_action() {
     // once b's feeder marker exists, c (ready) is encoded
     let mut m = none();
     m.feeder.insert("b".into());
-    assert_eq!(decide(&q, &i, &[], &m, &ONE, &Limits::none()).action, Some(Action::SubmitEncode { id: "c".into() }));
+    assert_eq!(
+        decide(&q, &i, &[], &m, &ONE, &Limits::none()).action,
+        Some(Action::SubmitEncode { id: "c".into(), rung: None })
+    );
 }
 
 #[test]
@@ -327,12 +330,12 @@ fn encodes_run_side_by_side_in_their_slots_and_one_slot_keeps_one_build() {
     ));
     // three: b is encoded beside a, never a again
     let d = decide(&q, &i, std::slice::from_ref(&a), &none(), &THREE, &Limits::none());
-    assert_eq!(d.action, Some(Action::SubmitEncode { id: "b".into() }));
+    assert_eq!(d.action, Some(Action::SubmitEncode { id: "b".into(), rung: None }));
     assert!(d.notes.iter().any(|n| n == "skip a: a build of its own is in flight"), "{:?}", d.notes);
     let b = flying("b", BuildKind::Encode);
     assert_eq!(
         decide(&q, &i, &[a.clone(), b.clone()], &none(), &THREE, &Limits::none()).action,
-        Some(Action::SubmitEncode { id: "c".into() })
+        Some(Action::SubmitEncode { id: "c".into(), rung: None })
     );
     // all three slots taken: busy
     let c = flying("c", BuildKind::Encode);
@@ -350,7 +353,7 @@ fn feeders_stay_one_at_a_time_while_encodes_go_on() {
     // a's feeder in flight: b waits for the feeder slot, c (ready) is encoded
     let f = flying("a", BuildKind::Feeder);
     let d = decide(&q, &i, std::slice::from_ref(&f), &none(), &THREE, &Limits::none());
-    assert_eq!(d.action, Some(Action::SubmitEncode { id: "c".into() }));
+    assert_eq!(d.action, Some(Action::SubmitEncode { id: "c".into(), rung: None }));
     assert!(
         d.notes.iter().any(|n| n.starts_with("skip b: needs a feeder, waiting for the feeder slot")),
         "{:?}",
@@ -393,4 +396,82 @@ fn unknown_still_blocks_with_free_slots() {
     let d = decide(&q, &i, &[flying("a", BuildKind::Encode)], &none(), &THREE, &Limits::none());
     assert_eq!(d.action, None);
     assert!(matches!(d.outcome, Outcome::Blocked { ref id, .. } if id == "b"), "{:?}", d.outcome);
+}
+
+/// The budget ladder in the tick's one rule: a knot that failed its gate climbs to the next
+/// budget; a shipped knot is done; a build that ended without a failed gate on record (an
+/// error, a cancel, a gate that could not decide) never climbs; the top budget failed is
+/// FAILED; the marker's rung is where a restart resumes; a re-encode climbs too.
+#[test]
+fn a_failed_gate_climbs_the_ladder_and_nothing_else_does() {
+    use crate::controlplane::campaign::ladder::{FailedGate, Rung};
+    use crate::controlplane::campaign::markers::Submitted;
+    use crate::controlplane::campaign::state;
+    let e = Entry { budgets: vec![2.25, 2.6, 3.0], ..entry("a", Tag::ReadyNow, true) };
+    let rung = |bpw, index| Some(Rung { bpw, index, of: 3 });
+    let f = InFlight::default();
+    let failed = |b: &[(&str, f64)]| -> Result<Vec<FailedGate>, String> {
+        Ok(b.iter()
+            .map(|(id, bpw)| FailedGate { build: id.to_string(), bpw: Some(*bpw), key: String::new() })
+            .collect())
+    };
+    let at = |build: &str, bpw: f64| {
+        let mut m = none();
+        m.done.insert("a".into(), Submitted { at: Some(1.0), build: Some(build.into()), bpw: Some(bpw) });
+        m
+    };
+    let step = |m: ModelInventory, mk: &MarkerSet| {
+        let (q, i) = one(e.clone(), m);
+        (model_step(&q[0], &i["a"], &i, mk, &f, &Limits::none()), decide(&q, &i, &[], mk, &ONE, &Limits::none()))
+    };
+    let submit = |r| Step::Submit(Action::SubmitEncode { id: "a".into(), rung: r });
+    // nothing submitted: the first budget
+    let (s, d) = step(ready(), &none());
+    assert_eq!(s, submit(rung(2.25, 0)));
+    assert_eq!(s.describe("a"), "KAIJU encode at 2.25 bpw (rung 1 of 3)");
+    assert_eq!(d.summary(), "submit KAIJU encode for a at 2.25 bpw (rung 1 of 3)");
+    // the build at 2.25 failed its gate: the next budget, for the tick and for `check` alike
+    let m = ModelInventory { failed: failed(&[("b1", 2.25)]), ..ready() };
+    let (s, d) = step(m.clone(), &at("b1", 2.25));
+    assert_eq!(s, submit(rung(2.6, 1)));
+    assert_eq!(d.action, Some(Action::SubmitEncode { id: "a".into(), rung: rung(2.6, 1) }));
+    let (q, i) = one(e.clone(), m.clone());
+    assert_eq!(state::state_of(&q[0], i.get("a"), &[], &at("b1", 2.25)), state::ModelState::Ready);
+    // restart mid-ladder: the marker says 2.6 was submitted as b2, with no verdict yet (or an
+    // error): no climb, and b1's failure is not read again
+    let (s, d) = step(m.clone(), &at("b2", 2.6));
+    assert!(matches!(&s, Step::Skip(w) if w.contains("FAILED; requeue to retry")), "{s:?}");
+    assert_eq!(d.action, None);
+    // b2 passed: its knot shipped, the model is done
+    let shipped = ModelInventory { output: P, ..m.clone() };
+    assert_eq!(step(shipped.clone(), &at("b2", 2.6)).0, Step::Done);
+    assert_eq!(step(shipped, &at("b2", 2.6)).1.outcome, Outcome::AllDone);
+    // the top budget failed: FAILED, naming the budgets that failed
+    let all = ModelInventory { failed: failed(&[("b1", 2.25), ("b2", 2.6), ("b3", 3.0)]), ..ready() };
+    let (s, d) = step(all.clone(), &at("b3", 3.0));
+    assert!(
+        matches!(&s, Step::Skip(w) if w.contains("every budget of its ladder failed its gate (2.25, 2.6, 3 bpw): FAILED")),
+        "{s:?}"
+    );
+    assert_eq!(d.action, None);
+    let (q, i) = one(e.clone(), all);
+    assert_eq!(state::state_of(&q[0], i.get("a"), &[], &at("b3", 3.0)), state::ModelState::Failed);
+    // the failed gates cannot be listed: UNKNOWN, nothing decided
+    let (s, d) = step(ModelInventory { failed: Err("403".into()), ..ready() }, &at("b1", 2.25));
+    assert_eq!(s, Step::Unknown(vec![("failed gates".into(), "403".into())]));
+    assert!(matches!(d.outcome, Outcome::Blocked { .. }));
+    // a re-encode of a shipped model whose first budget failed climbs, the old knot in place
+    let re = ModelInventory { output: P, ..m.clone() };
+    assert_eq!(step(re, &at("b1", 2.25)).0, submit(rung(2.6, 1)));
+    // a line of one q=: a failed gate is FAILED, never a climb
+    let q4 = Entry { budgets: vec![], ..e.clone() };
+    let mut mk = none();
+    mk.done.insert("a".into(), Submitted { at: None, build: Some("b1".into()), bpw: None });
+    let mq = ModelInventory {
+        failed: Ok(vec![FailedGate { build: "b1".into(), bpw: None, key: String::new() }]),
+        ..ready()
+    };
+    let (q, i) = one(q4, mq);
+    let s = model_step(&q[0], &i["a"], &i, &mk, &f, &Limits::none());
+    assert!(matches!(&s, Step::Skip(w) if w.contains("(its q=): FAILED")), "{s:?}");
 }
