@@ -110,5 +110,4 @@ fn main() {
     println!(
         "| rate-distortion bound at the codebook rate q=4 / 5 / 6: 2.0 / 2.32 / 2.58 bpw | 12.04 / 13.97 / 15.56 dB |"
     );
-    println!("| reference: llama.cpp IQ2_XS on this machine | 2.3 M weights/core-s |");
 }

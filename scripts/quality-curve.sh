@@ -11,7 +11,8 @@
 # gate on the knot itself, the mix), checks the quality-per-bit targets, and writes
 # docs/quality-curve.svg (KLD against bpw, one panel per model) and .cache/quality-curve/*.tsv.
 # Usage: scripts/quality-curve.sh [smollm2|qwen05 ...]   (default: both)
-# Env: CTX=512 CHUNKS=16 QS="3 4 5 6 8 10 12 16" BUDGETS_smollm2="…" BUDGETS_qwen05="…"
+# Env: CTX=512 CHUNKS=16 QS="3 4 5 6 8 10 12 16" BUDGETS_smollm2="…" BUDGETS_qwen05="…" (an empty
+#      list measures none)
 #      LLAMA_TYPES="IQ2_XXS IQ2_XS …" KEEP=1 (0: no --keep points) THREADS=$(nproc)
 #      SEARCHES_smollm2 / SEARCHES_qwen05="1 2": the encoder's scale search radius (--search N) at
 #      q=SEARCH_Q (5), judged by KLD;
@@ -23,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(smollm2 qwen05)
-ctx=${CTX:-512} chunks=${CHUNKS:-16} threads=${THREADS:-$(nproc)} qs=${QS:-3 4 5 6 8 10 12 16}
+ctx=${CTX:-512} chunks=${CHUNKS:-16} threads=${THREADS:-$(nproc)} qs=${QS-3 4 5 6 8 10 12 16}
 llama_types=${LLAMA_TYPES:-IQ2_XXS IQ2_XS Q2_K IQ3_XXS Q3_K_M IQ4_XS}
 work=.cache/quality-curve; mkdir -p "$work"
 cargo build --release --quiet
@@ -42,9 +43,9 @@ tsvs=()
 for m in "${models[@]}"; do
   case $m in
     smollm2) base=$(bash scripts/fetch-smollm2.sh .cache/models | tail -1); imatrix=assets/smollm2/smol.imatrix.gguf
-             qspec=qspecs/smollm2-135m.qspec.json; budgets=${BUDGETS_smollm2:-2.3 2.6 2.8 3.0 3.3 3.6 4.0} ;;
+             qspec=qspecs/smollm2-135m.qspec.json; budgets=${BUDGETS_smollm2-2.3 2.6 2.8 3.0 3.3 3.6 4.0} ;;
     qwen05)  base=$(bash scripts/fetch-qwen05.sh .cache/models | tail -1); imatrix=assets/qwen05/qwen05.imatrix.gguf
-             qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json; budgets=${BUDGETS_qwen05:-2.4 2.7 3.0 3.3 3.6 4.0} ;;
+             qspec=assets/qwen05/qwen2.5-coder-0.5b.qspec.json; budgets=${BUDGETS_qwen05-2.4 2.7 3.0 3.3 3.6 4.0} ;;
     *) echo "quality-curve: unknown model $m (smollm2, qwen05)" >&2; exit 2 ;;
   esac
   f16=$work/$m-f16.gguf kld_base=$work/$m-c$ctx-n$chunks.kld
@@ -101,7 +102,7 @@ python3 - "$ctx" "$chunks" "${tsvs[@]}" <<'PY'
 import sys, math, os
 ctx, chunks, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
 names = {"smollm2": "SmolLM2-135M", "qwen05": "Qwen2.5-Coder-0.5B"}
-# the quality-per-bit targets (issues 19 and 23): (bpw at most, mean KLD at most)
+# the campaign's quality-per-bit targets: (bpw at most, mean KLD at most)
 targets = {"smollm2": [(2.6, 0.50), (3.0, 0.28)], "qwen05": [(2.7, 0.30), (3.3, 0.17)]}
 panels = []
 for p in paths:

@@ -112,19 +112,19 @@ pub struct EncodeArgs {
     pub calib_inputs: String,
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their
     /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;
-    /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "The imatrix prior")
+    /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_prior: f64,
     /// under --calib-inputs asymmetric: weight of the correction that aims each tensor at the
     /// f16's outputs over the f16's inputs (0 = none, i.e. `encoded`; 1 = the full least-squares
-    /// correction; docs/BENCHMARKS.md, "Asymmetric calibration")
+    /// correction; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_CORRECTION, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_correction: f64,
     /// under --calib-text: passes of block coordinate descent over each tensor after its
     /// feedback encode (0 = none; each pass revisits every super-block with all the others as
     /// encoded, and keeps the new points only where they lower the loss; a fifth more encode
     /// time on Qwen2.5-Coder-0.5B, 30% at 7B width, and half an n × n matrix more in memory;
-    /// docs/BENCHMARKS.md, "Block coordinate descent after the feedback")
+    /// docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_REFINE as u8, requires = "calib_text", value_parser = clap::value_parser!(u8).range(0..=crate::dataplane::encode::feedback::MAX_REFINE as i64), allow_negative_numbers = true)]
     pub calib_refine: u8,
     /// under --calib-text: how the calibration's forward passes multiply: `f32` (default), `bf16`
@@ -132,7 +132,7 @@ pub struct EncodeArgs {
     /// AVX512_BF16; the forward passes took a third less time on Qwen2.5-Coder-0.5B, at f32's KLD)
     /// or `auto` (`bf16` where the CPU has that instruction); the moments, the factors, the
     /// asymmetric correction, the codec and the gate always run in f32 (docs/BENCHMARKS.md,
-    /// "The moments stay in f32")
+    /// "Levers measured and not adopted")
     #[arg(long, default_value = "f32", value_parser = ["auto", "f32", "bf16"], requires = "calib_text")]
     pub calib_products: String,
     /// worker threads (default: all cores)

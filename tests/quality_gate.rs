@@ -462,3 +462,35 @@ fn mint_gate_reports_margins_and_refuses_a_small_one() {
     assert!(stderr.contains("below --min-margin 1"), "{stderr}");
     assert!(!refused.exists(), "no qspec written");
 }
+
+/// A gate of the argmax cases alone (no --ref, no --text) runs with the configuration's
+/// default thresholds in place: they are the distribution's, so it says they apply with --ref
+/// and --text and checks the cases; a threshold given on the command line without --ref is
+/// still refused.
+#[test]
+fn an_argmax_gate_needs_no_reference_and_a_threshold_flag_still_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = |extra: &[&str]| {
+        std::process::Command::new(common::bin())
+            .args(["gate", "--knot"])
+            .arg(common::smollm2())
+            .arg("--qspec")
+            .arg(common::qspec())
+            .args(extra)
+            .arg("--root")
+            .arg(dir.path())
+            .arg("--log")
+            .arg(dir.path().join("argmax.gate.log"))
+            .env_remove("KAIJU_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let o = gate(&[]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("argmax: 7042   PASS") && out.contains("result: PASS"), "{out}");
+    assert!(err.contains("the argmax cases only; [gate]'s thresholds apply with --ref"), "{err}");
+    let o = gate(&["--kld-max", "0.5"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("need the f16 (--ref) and a text (--text)"), "{o:?}");
+}

@@ -27,8 +27,7 @@ pub const QWEN_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
 /// chunks, so that the demo calibrates as the campaign does (`asymmetric`, below) in about 3
 /// minutes on two cores. Out of the calibration text's domain, which is the demo's case (it is
 /// gated on the Apache-2.0 licence), they measured the campaign's KLD on both fixtures; in
-/// domain they lose 7–15% (docs/BENCHMARKS.md, "Fewer calibration tokens, in shorter
-/// sequences"). 8 chunks of 512 lost SmolLM2's " Paris" case (and 3 of 6 "capital of France"
+/// domain they lose 7–15% (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). 8 chunks of 512 lost SmolLM2's " Paris" case (and 3 of 6 "capital of France"
 /// prompts, "The imatrix prior").
 pub const DEMO_CALIB_CHUNKS: usize = 10;
 pub const DEMO_CALIB_SEQ: usize = 128;

@@ -131,12 +131,19 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
     else {
         unreachable!("files::gate is called for the gate command")
     };
-    // thresholds: the flags, else the configuration's [gate] (none in a build container)
+    // thresholds: the flags, else the configuration's [gate] where there is a distribution to
+    // hold them to (--ref and --text); a gate of the argmax cases alone does not take the
+    // configuration's (a flag given without --ref is still refused, by the gate)
     let conf = super::load_config(cli)?.gate;
+    let distribution = reference.is_some() || text.is_some();
+    let or_conf = |flag: Option<f64>, c: Option<f64>| flag.or(c.filter(|_| distribution));
+    if !distribution && conf.thresholds().any() && [kld_max, top1_min, ppl_ratio_max].iter().all(Option::is_none) {
+        eprintln!("gate: the argmax cases only; [gate]'s thresholds apply with --ref (the f16) and --text");
+    }
     let thresholds = crate::dataplane::gate::quality::Thresholds {
-        kld_max: kld_max.or(conf.kld_max),
-        top1_min: top1_min.or(conf.top1_min),
-        ppl_ratio_max: ppl_ratio_max.or(conf.ppl_ratio_max),
+        kld_max: or_conf(kld_max, conf.kld_max),
+        top1_min: or_conf(top1_min, conf.top1_min),
+        ppl_ratio_max: or_conf(ppl_ratio_max, conf.ppl_ratio_max),
     };
     thresholds.validate("--").map_err(|e| anyhow::anyhow!(e.replace('_', "-")))?;
     let log = log.clone().unwrap_or_else(|| gate_log_path(knot));
@@ -153,7 +160,7 @@ pub fn gate(cli: &Cli) -> anyhow::Result<u8> {
         ctx,
         chunks,
         thresholds,
-        argmax_min_margin: argmax_min_margin.or(conf.argmax_min_margin),
+        argmax_min_margin: argmax_min_margin.or(conf.argmax_min_margin.filter(|_| distribution)),
         progress: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         log: Some(log.clone()),
         telemetry: telemetry.clone(),

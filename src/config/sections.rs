@@ -63,7 +63,7 @@ pub struct CostConfig {
     pub pass_rates: [Option<f64>; 3],
 }
 
-/// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, the feedback section).
+/// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, "Passes over models bigger than memory": the slices).
 pub const FEEDBACK_CORE_S_PER_TOKEN_B: f64 = 0.15;
 
 impl Default for CostConfig {
@@ -214,7 +214,7 @@ impl GateConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct FeedbackConfig {
     /// on by default: every encode build calibrates layer by layer on its text, its moments
-    /// damped towards the imatrix's (docs/BENCHMARKS.md, "The imatrix prior"); `false` encodes
+    /// damped towards the imatrix's (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"); `false` encodes
     /// without
     pub enabled: bool,
     /// chunks of 512 tokens of the calibration text
@@ -227,13 +227,12 @@ pub struct FeedbackConfig {
     /// builds use their image's /calib/calib.txt. Never the gate's text.
     pub text: Option<PathBuf>,
     /// what each matmul is calibrated on (`--calib-inputs`: `asymmetric`, the default, `f16`
-    /// or `encoded`; docs/BENCHMARKS.md, "Asymmetric calibration: the attention sink")
+    /// or `encoded`; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     pub inputs: crate::dataplane::encode::feedback::Inputs,
     /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.5)
     pub correction: f64,
     /// passes of block coordinate descent after each tensor's feedback encode
-    /// (`--calib-refine`, 0 = none; docs/BENCHMARKS.md, "Block coordinate descent after the
-    /// feedback")
+    /// (`--calib-refine`, 0 = none; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     pub refine: usize,
 }
 

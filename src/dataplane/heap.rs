@@ -8,7 +8,7 @@
 //! Kept in the heap instead (no `mmap` for large blocks, freed memory not trimmed back below
 //! 2 GB), later stages reuse pages already mapped: a Qwen2.5-Coder-0.5B `--bpw 3.3` feedback
 //! encode measured 4–10% faster with the same peak RSS; at qwen2.5-7b's widths the heap's holes
-//! cost 0.5 GB of peak (docs/BENCHMARKS.md, "The allocator keeps what the stages free"). Only
+//! cost 0.5 GB of peak (measured at commit 9f1c715, 2026-12-06). Only
 //! the batch jobs set it (`--encode`, the gate, a local build's runner), at their edges in
 //! `commands`. It governs glibc's main arena, which serves the thread that runs the stages (the
 //! encoder's and the gate's main thread); a thread of rayon's has an arena of its own, whose

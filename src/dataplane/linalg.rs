@@ -61,8 +61,7 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
 /// accumulation (gemmkit's `vdpbf16ps` kernel), each product's inputs and its output rounded to
 /// bf16 (8 significant bits: a relative error of about 0.2% per value, against the 10–20% of a
 /// 3-bit code). The moments stay f32 either way: rounded to bf16 they made three draws of one
-/// knot land 15% apart in KLD, two with a token at KLD 5.8 and 7.3 (docs/BENCHMARKS.md, "The
-/// moments stay in f32").
+/// knot land 15% apart in KLD, two with a token at KLD 5.8 and 7.3 (docs/BENCHMARKS.md, "Levers measured and not adopted").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Products {
@@ -74,8 +73,7 @@ impl Products {
     /// Every choice, by name (`--calib-products` takes these and `auto`).
     pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
     /// f32: the knots' bytes then do not depend on the CPU that encodes them, and the
-    /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "The calibration in
-    /// bf16" and "The moments stay in f32").
+    /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "Levers measured and not adopted" and "The moments stay in f32").
     pub const DEFAULT: Products = Products::F32;
 
     /// bf16 where this CPU multiplies bf16 pairs natively (AVX512_BF16: twice an f32 FMA's
@@ -266,7 +264,7 @@ impl Moments {
         // the first chunk replaces what the blocks hold (zeros) rather than adding to it: the
         // fresh matrix's pages are then first touched by a write, not mapped to the kernel's
         // zero page by a read and copied on the write after it (a quarter of the moments' time
-        // at 4,864 wide; docs/BENCHMARKS.md, "Two costs of the feedback that bought nothing")
+        // at 4,864 wide; measured at commit 0764575)
         let accum = if self.tokens == 0 { Accum::Replace } else { Accum::Add };
         self.tokens += t;
         let xr = MatRef::from_row_major_slice(x, t, n);

@@ -82,14 +82,13 @@ pub fn feedback_tokens(e: &Entry, c: &CostConfig) -> f64 {
 
 /// What one step of `--search` adds to an encode under error feedback (Qwen2.5-Coder-0.5B at
 /// 3.3 bpw: `--search 2` took the encode from 172–185 s to 211–225 s, +20–25%;
-/// docs/BENCHMARKS.md, "The scale search under error feedback").
+/// docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
 pub const SEARCH_STEP_FEEDBACK: f64 = 0.11;
 /// What one step of `--search` adds to a plain encode (SmolLM2 at q=5: 5.3 s → 12.1 s at
 /// `--search 2`; "A lever judged by KLD: the encoder's scale search radius").
 pub const SEARCH_STEP_PLAIN: f64 = 0.65;
 /// What one `--calib-refine` pass adds to an encode under error feedback (the 7B-width slice:
-/// 299.9 s → 390.8 s, +30%; Qwen2.5-Coder-0.5B +20%; docs/BENCHMARKS.md, "Encode effort per
-/// model"). The campaign's large models set the figure.
+/// 299.9 s → 390.8 s, +30%; Qwen2.5-Coder-0.5B +20%; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). The campaign's large models set the figure.
 pub const REFINE_PASS: f64 = 0.3;
 
 /// How much longer than the campaign's default encode (`search` 0, no refinement) a model's

@@ -2,7 +2,7 @@
 //! tensor) so that the knot's matmul bits per weight stay within B with the least predicted
 //! damage.
 //!
-//! The prediction (docs/BENCHMARKS.md, "Quality per bit"): a tensor's damage to the model is
+//! The prediction (docs/BENCHMARKS.md, "Quality per bit against llama.cpp"): a tensor's damage to the model is
 //! its *gain* times its imatrix-weighted relative error, `Σ h (w − ŵ)² / Σ h w²`, the share
 //! of the layer's output energy the quantization noise takes (h = the calibration inputs'
 //! mean square per column). The error of every candidate variant (`candidates`: none more than
@@ -134,8 +134,8 @@ pub fn allocate(items: &[Item], fixed_bits: u64, budget_bits: u64) -> Result<All
 }
 
 /// How much a unit of imatrix-weighted relative error costs the model, by tensor kind and by
-/// depth, measured on one fixture (`scripts/calibrate-sensitivity.sh`; docs/BENCHMARKS.md,
-/// "Quality per bit"): knots with one kind (all layers) or one layer (all kinds) at q=4 and
+/// depth, measured on one fixture (`scripts/calibrate-sensitivity.sh`, which prints the
+/// tables): knots with one kind (all layers) or one layer (all kinds) at q=4 and
 /// everything else exact, scored by mean KLD at ctx 512 over GPL-3 + LGPL-2.1, and the
 /// separable fit `KLD(group) = Σ kind · depth · err` to them.
 #[derive(Debug)]

@@ -459,3 +459,39 @@ fn the_app_log_pane_shows_the_programs_diagnostics() {
     a.on_key(key('l'));
     snapshot("app_log_100x40.txt", &render(&a, 100, 40));
 }
+
+/// A knot shipped after its ladder climbed: the zoo's note names the budget it shipped at and
+/// the one that failed, and the quality view puts the failed rung's gate under its figures.
+#[test]
+fn the_rung_shipped_and_the_rungs_that_failed_show_in_the_zoo_and_the_quality_view() {
+    let q = crate::dataplane::gate::quality::Quality::example();
+    let t =
+        crate::dataplane::gate::quality::Thresholds { kld_max: Some(1.0), top1_min: Some(50.0), ppl_ratio_max: None };
+    let mut a = app();
+    let mut rows = a.rows.clone();
+    rows[0].gate_result = Some("PASS kld 0.081 top1 91% ppl×1.09".into());
+    rows[0].gate_figures = Some(zoo::GateFigures { quality: q, thresholds: t });
+    rows[0].ladder = Some(zoo::LadderView {
+        budgets: vec![2.25, 2.6],
+        shipped: Some(2.6),
+        failed: vec![zoo::FailedRung {
+            bpw: Some(2.25),
+            build: "b1".into(),
+            gate_result: Some("FAIL kld 0.760 top1 55% ppl×1.87 · 1 argmax case FAIL".into()),
+            key: String::new(),
+        }],
+    });
+    let builds = a.builds.clone();
+    a.on_msg(Msg::Snapshot { rows, builds, at: NOW, builds_error: None, ladder_hours_per_7b: 5.0 });
+    let zoo = render(&a, 160, 48);
+    assert!(zoo.contains("PASS kld 0.081 top1 91% ppl×1.09 · at 2.6 bpw (2.25 failed)"), "{zoo}");
+    a.on_key(key('Q'));
+    for (w, h) in [(160, 48), (80, 24)] {
+        let quality = render(&a, w, h);
+        let line =
+            quality.lines().find(|l| l.contains("at 2.6 bpw (2.25 failed)")).unwrap_or_else(|| panic!("{quality}"));
+        if w == 160 {
+            assert!(line.contains("failed 2.25 bpw: FAIL kld 0.760"), "{line}");
+        }
+    }
+}

@@ -122,7 +122,7 @@ pub enum KaijuError {
 
 /// The widest scale search the tools take (`--search`, `search`, a queue line's `search=`):
 /// each step widens every block's search; 2 is the widest measured by KLD (docs/BENCHMARKS.md,
-/// "The scale search under error feedback").
+/// "Error feedback's settings: quality against cost").
 pub const MAX_SEARCH: u8 = 8;
 
 /// What a scale search radius must be, as every reader of one says it.

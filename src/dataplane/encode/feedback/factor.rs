@@ -48,7 +48,7 @@ impl<'a> Target<'a> {
     /// Its products stay in f32 whatever `--calib-products` says: ΔC in bf16 (each result rounded
     /// once) reaches the shift through H⁻¹, and measured Qwen2.5-Coder-0.5B 2–3% higher in the
     /// calibration text's domain, in single draws that had the moments in bf16 too
-    /// (docs/BENCHMARKS.md, "The calibration in bf16" and "The moments stay in f32").
+    /// (docs/BENCHMARKS.md, "Levers measured and not adopted").
     pub(super) fn new(x: &'a [f32], d: Vec<f32>, n: usize, rows: usize, beta: f64) -> Target<'a> {
         let t = x.len() / n.max(1);
         // ΔCᵀ once (T n² + rows n²) or W Dᵀ X per tensor (2 T n rows): the cheaper

@@ -13,8 +13,8 @@ pub const CTX: usize = 512;
 /// Tokens per calibration sequence by default (`--calib-seq`): one chunk each. The same tokens
 /// as four times as many 128-token sequences measured up to 4–9% lower KLD out of the
 /// calibration text's domain, but not in it (Qwen2.5-Coder-0.5B's best setting 0.0916 against
-/// 0.086–0.088; docs/BENCHMARKS.md, "Shorter calibration sequences" and "Fewer calibration
-/// tokens, in shorter sequences").
+/// 0.086–0.088; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost" and
+/// "Levers measured and not adopted").
 pub const DEFAULT_SEQ: usize = CTX;
 /// The shortest and longest calibration sequences `--calib-seq` takes: a sequence must reach
 /// well past its attention-sink positions ([`SINK_POSITIONS`]), and one longer than a few
@@ -33,10 +33,10 @@ pub fn parse_seq(s: &str) -> Option<usize> {
 }
 /// Chunks of the calibration text by default: 16 × 512 tokens. 10 chunks as 40 sequences of 128
 /// measured the same KLD out of the calibration text's domain on both fixtures with 72% of the
-/// feedback's time, but 11–15% higher on Qwen2.5-Coder-0.5B in domain, above the issue's line
+/// feedback's time, but 11–15% higher on Qwen2.5-Coder-0.5B in domain, above the 0.09 target
 /// there; with 8 and 9 chunks as sequences of 128 Qwen was 8–10% higher out of domain too; with
 /// 4 chunks (2,048 tokens for 1,536-wide inputs) H is too poorly conditioned to help much
-/// (docs/BENCHMARKS.md, "Fewer calibration tokens, in shorter sequences").
+/// (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
 pub const DEFAULT_CHUNKS: usize = 16;
 /// The most chunks a calibration is asked for: 1,024 × 512 tokens, ten times the text the
 /// repository ships (a build takes at most what its text holds).
@@ -59,20 +59,18 @@ pub const DAMP: f64 = 0.1;
 /// (measured over the imatrix's own, broader text). It keeps the feedback from pushing error into directions the
 /// calibration text leaves quiet but other text uses: on SmolLM2 at 2.6 bpw, α = 1 lowered the
 /// mean KLD on each of three kinds of text against α = 0 and kept every "capital of France"
-/// prompt that α = 0 lost (docs/BENCHMARKS.md, "The imatrix prior").
+/// prompt that α = 0 lost (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
 pub const DEFAULT_PRIOR: f64 = 1.0;
 /// Weight β of the asymmetric correction ([`Inputs::Asymmetric`], `--calib-correction`): the
 /// full least-squares correction (β = 1) fits the calibration text too closely, and lost
 /// SmolLM2's argmax case; β = 0.5 measured 4% below β = 0.3 in the calibration text's domain
 /// on Qwen (means of three draws each, 0.0952 against 0.0988; one draw each of the two overlap)
-/// and the same out of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "How far apart two
-/// encodes of one setting land" and the section after it).
+/// and the same out of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost" and the section after it).
 pub const DEFAULT_CORRECTION: f64 = 0.5;
 /// Passes of block coordinate descent after each tensor's feedback encode by default
 /// (`--calib-refine`): none. One pass took 2% off Qwen2.5-Coder-0.5B's KLD in domain (about 5%
 /// with `--search 2`) for a fifth more encode time; at 7B width it costs 30% more time and half
-/// an n × n matrix in memory (docs/BENCHMARKS.md, "Block coordinate descent after the feedback"
-/// and "Encode effort per model"). A queue line's `refine=` turns it on for one model.
+/// an n × n matrix in memory (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). A queue line's `refine=` turns it on for one model.
 pub const DEFAULT_REFINE: usize = 0;
 /// The most passes `--calib-refine` takes (each after the first gains less).
 pub const MAX_REFINE: usize = 4;
@@ -105,8 +103,7 @@ pub fn parse_weight(s: &str) -> Option<f64> {
 /// correction leaves out. A sequence's first tokens are the model's attention sink, whose inputs
 /// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
 /// the shortfall by those inputs, so the sequences' first tokens set the correction in those
-/// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Asymmetric calibration: the
-/// attention sink"). Their moments stay in H: the feedback still protects their outputs.
+/// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). Their moments stay in H: the feedback still protects their outputs.
 /// Leaving them out is established; 4 against 1 or 16 is not (one encode each, within the
 /// spread of two encodes that differ by rounding: "How far apart two encodes of one setting
 /// land"). The telemetry records it (`sink_positions`).
@@ -119,7 +116,7 @@ pub const SINK_POSITIONS: usize = 4;
 pub const SHIPPED_TEXT: &str = include_str!("../../../../assets/calib/calib.txt");
 
 /// Which weights compute a stage's input from the one before, and what each tensor is aimed
-/// at. Measured against each other in docs/BENCHMARKS.md ("Asymmetric calibration").
+/// at. Measured against each other in docs/BENCHMARKS.md ("Error feedback's settings: quality against cost").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inputs {
