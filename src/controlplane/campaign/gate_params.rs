@@ -306,27 +306,40 @@ mod cloudbuild_tests {
         assert!(y.contains("run the IQ-ladder first"));
     }
 
+    /// The shell script of the encode build's step `id`, as the YAML holds it.
+    fn step_script(id: &str) -> String {
+        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
+        let step = &y[y.find(&format!("- id: {id}\n")).expect("the step")..];
+        let body = &step[step.find("- |").expect("a script") + 4..];
+        body.lines()
+            .take_while(|l| l.starts_with("        ") || l.is_empty())
+            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
+            .collect()
+    }
+
+    /// `script` as Cloud Build hands it to bash: each substitution in `subs` expanded, `$$` → `$`.
+    fn expand(script: &str, subs: &[(&str, &str)]) -> String {
+        let mut sh = script.to_string();
+        for (k, v) in subs {
+            sh = sh.replace(&format!("${{{k}}}"), v);
+        }
+        sh.replace("$$", "$")
+    }
+
     /// The ship step's shell, run as Cloud Build would (substitutions expanded, `$$` → `$`)
     /// with `aws` stubbed: it ships to the bucket the base knot came from, not a fixed one.
     #[test]
     fn ship_step_writes_to_the_campaign_r2_bucket() {
-        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
-        let step = &y[y.find("- id: ship").expect("a ship step")..];
-        let body = &step[step.find("- |").expect("a script") + 4..];
-        let mut sh: String = body
-            .lines()
-            .take_while(|l| l.starts_with("        ") || l.is_empty())
-            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
-            .collect();
-        for (k, v) in [
-            ("_BASE_URI", "r2://my-knots/models/m.knot"),
-            ("_SHIP_PREFIX", "models/"),
-            ("_MODEL_ID", "m"),
-            ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
-        ] {
-            sh = sh.replace(&format!("${{{k}}}"), v);
-        }
-        let sh = format!("aws() {{ echo \"$*\"; }}\nR2_ENDPOINT=https://r2.example\n{}", sh.replace("$$", "$"));
+        let sh = expand(
+            &step_script("ship"),
+            &[
+                ("_BASE_URI", "r2://my-knots/models/m.knot"),
+                ("_SHIP_PREFIX", "models/"),
+                ("_MODEL_ID", "m"),
+                ("_OUT_KEY", "kaiju/m-kaiju1.knot"),
+            ],
+        );
+        let sh = format!("aws() {{ echo \"$*\"; }}\nR2_ENDPOINT=https://r2.example\n{sh}");
         let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let out = String::from_utf8_lossy(&out.stdout);
@@ -339,25 +352,15 @@ mod cloudbuild_tests {
     /// distributional substitution reaches its flag, and an empty one leaves its flag out.
     #[test]
     fn gate_step_passes_the_distributional_substitutions() {
-        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
-        let step = &y[y.find("- id: gate").expect("a gate step")..];
-        let body = &step[step.find("- |").expect("a script") + 4..];
-        let script: String = body
-            .lines()
-            .take_while(|l| l.starts_with("        ") || l.is_empty())
-            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
-            .collect();
+        let script = step_script("gate");
         let run = |subs: &[(&str, &str)]| {
-            let mut sh = script.clone();
-            for (k, v) in subs {
-                sh = sh.replace(&format!("${{{k}}}"), v);
-            }
+            let sh = expand(&script, subs);
             assert!(!sh.contains("${_"), "a substitution the test does not set:\n{sh}");
             let dir = tempfile::tempdir().unwrap();
             let sh = format!(
                 "kaiju-tui() {{ printf '%s\\n' \"$@\"; }}\ncd {}\n{}",
                 dir.path().display(),
-                sh.replace("/workspace/", "./").replace("$$", "$")
+                sh.replace("/workspace/", "./")
             );
             let out = std::process::Command::new("bash").arg("-c").arg(&sh).output().expect("bash runs");
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -409,18 +412,7 @@ mod cloudbuild_tests {
 
     /// A step's shell as Cloud Build runs it: `subs` expanded, `$$` → `$`, `/workspace/` → `ws`.
     fn step_shell(id: &str, subs: &[(&str, &str)], ws: &std::path::Path) -> String {
-        let y = include_str!("../../../cloudbuild/cloudbuild-kaiju-encode.yaml");
-        let step = &y[y.find(&format!("- id: {id}\n")).expect("the step")..];
-        let body = &step[step.find("- |").expect("a script") + 4..];
-        let mut sh: String = body
-            .lines()
-            .take_while(|l| l.starts_with("        ") || l.is_empty())
-            .map(|l| format!("{}\n", l.get(8..).unwrap_or("")))
-            .collect();
-        for (k, v) in subs {
-            sh = sh.replace(&format!("${{{k}}}"), v);
-        }
-        sh.replace("$$", "$").replace("/workspace/", &format!("{}/", ws.display()))
+        expand(&step_script(id), subs).replace("/workspace/", &format!("{}/", ws.display()))
     }
 
     /// A knot that fails its gate (the gate's exit 4) is not an error of the gate step; the

@@ -11,8 +11,8 @@
 //! gated knots, then by the pass rate of the rungs gated so far in the model's size class
 //! ([`expected_rungs`]).
 
-use super::inventory::Inventory;
-use super::markers::Submitted;
+use super::inventory::{Inventory, ModelInventory};
+use super::markers::{MarkerSet, Submitted};
 use super::queue::Entry;
 use serde::Serialize;
 
@@ -114,6 +114,13 @@ pub fn climb(e: &Entry, marker: Option<&Submitted>, failed: &[FailedGate]) -> Cl
         Some(r) => Climb::Next(r),
         None => Climb::Exhausted,
     }
+}
+
+/// [`climb`] of `e` as the campaign stands: its `.done` marker in `markers` and the failed
+/// gates its probe `m` listed (a listing R2 could not give counts as none). The one reading
+/// the tick, the model states and the zoo share.
+pub fn standing(e: &Entry, m: &ModelInventory, markers: &MarkerSet) -> Climb {
+    climb(e, markers.done.get(&e.id), m.failed.as_deref().unwrap_or_default())
 }
 
 /// The budgets of `failed`, lowest first, as the operator reads them: "2.25, 2.6 bpw" (or

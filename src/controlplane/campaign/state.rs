@@ -60,10 +60,7 @@ pub fn state_of(e: &Entry, inv: Option<&ModelInventory>, builds: &[BuildInfo], m
     let Some(m) = inv else {
         return ModelState::Unknown;
     };
-    let climbing = matches!(
-        super::ladder::climb(e, markers.done.get(&e.id), m.failed.as_deref().unwrap_or_default()),
-        super::ladder::Climb::Next(_)
-    );
+    let climbing = matches!(super::ladder::standing(e, m, markers), super::ladder::Climb::Next(_));
     if m.output.is_present() && !climbing {
         return ModelState::Done;
     }

@@ -218,16 +218,12 @@ pub fn next_build(e: &Entry, m: &ModelInventory) -> Next {
     }
 }
 
-/// Where `e` stands on its ladder ([`ladder::climb`]); a listing of its failed gates that R2
-/// could not give counts as none.
-fn climb_of(e: &Entry, m: &ModelInventory, markers: &MarkerSet) -> Climb {
-    ladder::climb(e, markers.done.get(&e.id), m.failed.as_deref().unwrap_or_default())
-}
-
 /// Its knot is shipped, no re-encode is asked for, and no re-encode is climbing its ladder.
 fn is_done(e: &Entry, inv: &Inventory, markers: &MarkerSet) -> bool {
     inv.get(&e.id).is_some_and(|m| {
-        m.output.is_present() && !markers.reencode.contains(&e.id) && !matches!(climb_of(e, m, markers), Climb::Next(_))
+        m.output.is_present()
+            && !markers.reencode.contains(&e.id)
+            && !matches!(ladder::standing(e, m, markers), Climb::Next(_))
     })
 }
 
@@ -306,30 +302,27 @@ pub fn model_step(
         Some(why) => Step::Skip(why.to_string()),
         None => Step::Submit(a),
     };
-    let rung = match (markers.done.contains_key(id), &m.failed) {
-        (true, Err(why)) => return Step::Unknown(vec![("failed gates".into(), why.clone())]),
-        (true, Ok(failed)) => match climb_of(e, m, markers) {
-            Climb::Next(r) => match next_build(e, m) {
-                Next::Encode => return submit(Action::SubmitEncode { id: id.into(), rung: Some(r) }),
-                _ => {
-                    return Step::Skip(format!("its knot failed its gate; the next budget, {r}, waits: {}", missing()))
-                }
-            },
-            Climb::Exhausted => {
-                return Step::Skip(format!(
-                    "every budget of its ladder failed its gate ({}): FAILED (add a budget to its bpw= ladder, \
-                     or requeue to climb it again)",
-                    ladder::failed_budgets(failed)
-                ))
+    // where its ladder stands: nothing submitted starts it; a submitted encode climbs only on
+    // its own failed gate, and is decided on nothing while R2 cannot list the failed gates
+    let rung = match (ladder::standing(e, m, markers), &m.failed) {
+        (Climb::Start(r), _) => r,
+        (_, Err(why)) => return Step::Unknown(vec![("failed gates".into(), why.clone())]),
+        (Climb::Next(r), _) => {
+            return match next_build(e, m) {
+                Next::Encode => submit(Action::SubmitEncode { id: id.into(), rung: Some(r) }),
+                _ => Step::Skip(format!("its knot failed its gate; the next budget, {r}, waits: {}", missing())),
             }
-            _ => {
-                return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into())
-            }
-        },
-        (false, _) => match climb_of(e, m, markers) {
-            Climb::Start(r) => r,
-            _ => None,
-        },
+        }
+        (Climb::Exhausted, Ok(failed)) => {
+            return Step::Skip(format!(
+                "every budget of its ladder failed its gate ({}): FAILED (add a budget to its bpw= ladder, or \
+                 requeue to climb it again)",
+                ladder::failed_budgets(failed)
+            ))
+        }
+        (Climb::Submitted, Ok(_)) => {
+            return Step::Skip("encode was submitted but no KAIJU1 knot shipped (FAILED; requeue to retry)".into())
+        }
     };
     match next_build(e, m) {
         Next::Encode => submit(Action::SubmitEncode { id: id.into(), rung }),

@@ -70,14 +70,13 @@ pub struct FailedRung {
 
 impl LadderView {
     fn of(e: &Entry, m: &ModelInventory, markers: &MarkerSet) -> Option<LadderView> {
-        use super::ladder::{climb, Climb};
+        use super::ladder::{standing, Climb};
         let failed = m.failed.as_deref().unwrap_or_default();
         if e.budgets.len() < 2 && failed.is_empty() {
             return None;
         }
-        let marker = markers.done.get(&e.id);
-        let shipped = match climb(e, marker, failed) {
-            Climb::Submitted if m.output.is_present() => marker.and_then(|s| s.bpw),
+        let shipped = match standing(e, m, markers) {
+            Climb::Submitted if m.output.is_present() => markers.done.get(&e.id).and_then(|s| s.bpw),
             _ => None,
         };
         let mut failed: Vec<FailedRung> = failed
