@@ -296,10 +296,11 @@ pub enum Cmd {
     },
     /// Run the whole local campaign on the demo zoo: feed, encode, gate, ship its models.
     Demo {
-        /// full: SmolLM2-135M and Qwen2.5-Coder-0.5B, the campaign's first size class, end to
-        /// end (about three minutes on two cores once both are fetched; Qwen is ~490 MB); small:
-        /// SmolLM2 alone (about a minute and a half)
-        #[arg(long, value_parser = ["full", "small"], default_value = "full")]
+        /// small: SmolLM2-135M, which climbs its budget ladder (the root
+        /// `$XDG_DATA_HOME/kaiju-tui/demo`); full: and Qwen2.5-Coder-0.5B, the campaign's first
+        /// size class (a ~490 MB fetch more; the root `…/kaiju-tui/demo-full`). Wall times:
+        /// docs/BENCHMARKS.md
+        #[arg(long, value_parser = ["small", "full"], default_value = "small")]
         zoo: String,
         #[command(flatten)]
         at: CampaignOpts,

@@ -3,25 +3,8 @@
 
 mod common;
 
+use common::tmux::{start, tmux, wait_for};
 use std::process::Command;
-use std::time::{Duration, Instant};
-
-fn tmux(args: &[&str]) -> String {
-    let o = Command::new("tmux").args(args).output().expect("tmux runs");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn wait_for(session: &str, what: &str) -> String {
-    let t = Instant::now();
-    loop {
-        let s = tmux(&["capture-pane", "-t", session, "-p"]);
-        if s.contains(what) {
-            return s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "screen never showed {what:?}:\n{s}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn hold_move_and_quit_in_a_real_terminal() {
@@ -97,27 +80,6 @@ fn the_timeline_draws_the_shipped_queue_in_a_real_terminal() {
     tmux(&["send-keys", "-t", &session, "q"]);
     wait_for(&session, "EXITED 0");
     drop(guard);
-}
-
-/// A detached tmux session of `width` × `height` running `cmd`, and the guard that kills it.
-/// tmux is required (.ci/run installs it).
-fn start(name: &str, width: u16, height: u16, cmd: &str) -> (String, Guard) {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is required for this test (.ci/run installs it)");
-    }
-    let session = format!("{name}-{}", std::process::id());
-    tmux(&["new-session", "-d", "-s", &session, "-x", &width.to_string(), "-y", &height.to_string(), cmd]);
-    (session.clone(), scopeguard(session))
-}
-
-struct Guard(String);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
-    }
-}
-fn scopeguard(s: String) -> Guard {
-    Guard(s)
 }
 
 /// A build's log followed in a terminal (`follow`, as the demo follows each build): a progress

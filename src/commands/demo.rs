@@ -1,5 +1,5 @@
 //! `demo`: the embedded local default, seeded with the real SmolLM2 model (and, with
-//! `--zoo full`, the real Qwen2.5-Coder-0.5B), run to DONE.
+//! `--zoo full`, the real Qwen2.5-Coder-0.5B, the campaign's first size class), run to DONE.
 
 use super::{campaign, overrides};
 use crate::cli::Cli;
@@ -150,7 +150,7 @@ pub fn demo_config(cli: &Cli, full: bool) -> anyhow::Result<Config> {
         .at
         .root
         .clone()
-        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo" } else { "demo-small" }));
+        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo-full" } else { "demo" }));
     let ov = CliOverrides {
         root: Some(root.clone()),
         queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
@@ -223,6 +223,11 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
                 )
             };
             println!("open the control room on this campaign:\n  {open}");
+            if !full {
+                println!(
+                    "the campaign's first size class too: `kaiju-tui demo --zoo full` adds {QWEN_HF} (a 490 MB fetch)"
+                );
+            }
             return Ok(exit::OK);
         }
         match r.submitted {

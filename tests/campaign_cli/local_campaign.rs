@@ -9,13 +9,12 @@ fn seeded_demo_root(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
     seeded_root(dir, kaiju::config::RawConfig::default())
 }
 
-/// As [`seeded_demo_root`], with the configuration the demo writes into its root (its gate
-/// text and thresholds, error feedback on its calibration text).
-fn seeded_demo_root_as_the_demo(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
+/// As [`seeded_demo_root`], under the [`PLAIN`] config in its config.toml.
+fn seeded_plain_root(dir: &Path) -> (std::path::PathBuf, kaiju::config::Config) {
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     let p = root.join("config.toml");
-    std::fs::write(&p, kaiju::commands::demo::demo_config_toml(&root)).unwrap();
+    std::fs::write(&p, PLAIN).unwrap();
     seeded_root(dir, kaiju::config::RawConfig::load(&p).unwrap())
 }
 
@@ -86,9 +85,11 @@ fn ready_root(dir: &Path, ids: &[&str], extra_queue: &str) -> std::path::PathBuf
 }
 
 /// The config of a [`ready_root`]: what these tests check is the control plane, not the knot,
-/// so its builds encode without error feedback (the demo's own settings are tested on the
-/// demo's root, and the encoder's quality on the real fixtures in tests/encode_gate.rs).
-const PLAIN: &str = "[feedback]\nenabled = false\n";
+/// so its builds encode without error feedback and gate on 2 chunks of 128 tokens of the
+/// repository's gate text under the campaign's damage limits (the demo's own settings are
+/// tested on the demo's root, and the encoder's quality on the real fixtures in
+/// tests/encode_gate.rs).
+const PLAIN: &str = "[feedback]\nenabled = false\n\n[gate]\nctx = 128\nchunks = 2\n";
 
 /// Add `text` to a root's config.toml.
 fn configure(root: &Path, text: &str) {
@@ -254,9 +255,7 @@ fn check_and_submit_say_ready_and_refuse_a_second_build() {
 fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
     let d = tempfile::tempdir().unwrap();
     let root = ready_root(d.path(), &["smol-a"], "other params=1 family=llama hf=org/other AUTO-FEED\n");
-    // a distributional gate (short, on the licence text), so the verdict carries figures
-    let text = common::repo().join("LICENSE");
-    configure(&root, &format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text));
+    // the gate is distributional (PLAIN), so the verdict carries figures
     let r = root.to_str().unwrap();
     let cli = |args: &[&str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs"];
@@ -308,10 +307,20 @@ fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
     assert!(after.lines().last().unwrap().contains("\"what\":\"unhold\""), "{after}");
 }
 
+/// The demo's zoo, seeded as the demo seeds it, run by hand one `--tick` at a time under the
+/// [`PLAIN`] config and at one budget (the ladder's climb is tested on its own below): dry run
+/// by default and idempotent; the feeder submitted once; then the encode; done is exit 11; a
+/// re-encode keeps the shipped knot until the new one passes and takes the config as it is
+/// then; `demo`, piped, follows that build with the log's lines as they are, events included.
+/// (The demo's own config, feedback and all, runs in a real terminal: tests/tui_tmux.rs.)
 #[test]
 fn local_campaign_from_not_ready_to_done_via_tick() {
     let d = tempfile::tempdir().unwrap();
-    let (root, _) = seeded_demo_root_as_the_demo(d.path());
+    let (root, _) = seeded_plain_root(d.path());
+    let queue = root.join("queue.txt");
+    let text = std::fs::read_to_string(&queue).unwrap();
+    assert!(text.contains("bpw=2.25,2.6 "), "{text}");
+    std::fs::write(&queue, text.replacen("bpw=2.25,2.6 ", "bpw=2.6 ", 1)).unwrap();
     let r = root.to_str().unwrap();
     let args = |extra: &[&'static str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick"];
@@ -338,45 +347,16 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     );
     wait_for_builds(&root);
     assert!(root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf").exists());
-    // now READY: the encode at the first budget of the demo's ladder, whose knot loses the
-    // qspec's " Paris" case; R2 keeps that gate's log, and the next tick climbs to 2.6
+    // now READY: the encode
     let a = run(&args(&["--submit"]), &root);
-    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.25 bpw (rung 1 of 2)"), "{a:?}");
-    wait_for_builds(&root);
-    let failed = walk(&root.join("r2/models/smollm2-135m-kaiju1.failed"));
-    assert!(failed.len() == 1 && failed[0].ends_with("bpw-2.25.gate.log"), "{failed:?}\n{}", build_logs(&root));
-    assert!(!root.join("r2/models/smollm2-135m-kaiju1.knot").exists());
-    let a = run(&args(&["--submit"]), &root);
-    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.6 bpw (rung 2 of 2)"), "{a:?}");
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
     wait_for_builds(&root);
     let log = build_logs(&root);
     for k in ["knot", "telemetry.json", "gate.log"] {
         assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.{k}")).exists(), "{k} shipped; logs:\n{log}");
     }
-    // the demo's knot: error feedback on its calibration text (never the gate's), and a gate
-    // that enforced the demo's thresholds and passed
     let gate_log = std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log")).unwrap();
-    assert!(gate_log.contains("result: PASS"), "{gate_log}");
-    for t in ["(kld_max 1)", "(top1_min 50%)", "(ppl_ratio_max 2.2)", "gate-text.txt"] {
-        assert!(gate_log.contains(t), "{t}: {gate_log}");
-    }
-    let tel: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap())
-            .unwrap();
-    let fb = &tel["feedback"];
-    assert!(fb["text"].as_str().unwrap().ends_with("calib-text.txt"), "{fb}");
-    use kaiju::commands::demo::{DEMO_CALIB_CHUNKS, DEMO_CALIB_SEQ};
-    assert_eq!((fb["chunks"].as_u64(), fb["prior"].as_f64()), (Some(DEMO_CALIB_CHUNKS as u64), Some(1.0)), "{fb}");
-    // [feedback] seq, as the demo's config.toml sets it: the chunks' tokens as sequences of it
-    let seqs = (DEMO_CALIB_CHUNKS * 512 / DEMO_CALIB_SEQ) as u64;
-    assert_eq!(
-        (fb["sequences"].as_u64(), fb["sequence_tokens"].as_u64()),
-        (Some(seqs), Some(DEMO_CALIB_SEQ as u64)),
-        "{fb}"
-    );
-    // [feedback] inputs, as the demo's config.toml sets it, reached the encoder
-    assert_eq!(fb["inputs"].as_str(), Some(kaiju::commands::demo::DEMO_CALIB_INPUTS.name()), "{fb}");
-    assert!(fb["seconds"].as_f64().unwrap() > 0.0, "{fb}");
+    assert!(gate_log.contains("result: PASS") && gate_log.contains("\"chunks\":2"), "{gate_log}");
     // all done: exit 11, and again
     for _ in 0..2 {
         let o = run(&args(&["--submit"]), &root);
@@ -393,18 +373,12 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     // requeue --reencode: one more encode; the shipped knot stays until the new one passes
     // its gate, and is then kept under .prev names
     let first = std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap();
-    // the operator turns the feedback off in the root's config before asking for the re-encode:
-    // the build takes the config as it is now (and what is checked here is the re-encode, not
-    // the knot: a plain encode is a fifth of the time)
+    // the operator scores more of the gate text in the root's config before asking for the
+    // re-encode: the build takes the config as it is now
     let conf = root.join("config.toml");
     let text = std::fs::read_to_string(&conf).unwrap();
-    assert!(text.contains("enabled = true"), "{text}");
-    std::fs::write(&conf, text.replacen("enabled = true", "enabled = false", 1)).unwrap();
-    // and gives the model the one budget it shipped at (a ladder would start again at 2.25)
-    let queue = root.join("queue.txt");
-    let text = std::fs::read_to_string(&queue).unwrap();
-    assert!(text.contains("bpw=2.25,2.6 "), "{text}");
-    std::fs::write(&queue, text.replacen("bpw=2.25,2.6 ", "bpw=2.6 ", 1)).unwrap();
+    assert!(text.contains("chunks = 2"), "{text}");
+    std::fs::write(&conf, text.replacen("chunks = 2", "chunks = 3", 1)).unwrap();
     let o = run(
         &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m", "--reencode"],
         &root,
@@ -413,15 +387,24 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     let a = run(&args(&["--submit"]), &root);
     assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
     assert!(root.join("r2/models/smollm2-135m-kaiju1.knot").exists(), "the old knot stays while the new one is made");
-    wait_for_builds(&root);
+    // `demo` on this root (its own config, queue and qspecs, opened by --root alone) follows
+    // that build to done; piped, it prints the build's lines as the log holds them, the
+    // encoder's progress events included, and no bar
+    let o = run(&["--root", r, "demo"], &root);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(out.lines().any(|l| l.starts_with("  build ") && l.ends_with(": SUCCESS")), "{out}");
+    assert!(out.contains("\"event\":\"progress\"") && out.contains("\"what\":\"encode\""), "{out}");
+    assert!(!out.contains('█') && !out.contains('\r'), "no bar when piped:\n{out}");
+    assert!(out.contains(&format!("open the control room on this campaign:\n  kaiju-tui --root {r}\n")), "{out}");
     assert_eq!(std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.prev.telemetry.json")).unwrap(), first);
     for k in ["knot", "telemetry.json", "gate.log"] {
         assert!(root.join(format!("r2/models/smollm2-135m-kaiju1.prev.{k}")).exists(), "{k} kept");
     }
     let again = std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap();
     assert_ne!(again, first);
-    let tel: serde_json::Value = serde_json::from_slice(&again).unwrap();
-    assert!(tel["feedback"].is_null(), "the re-encode ran under the config as edited: {}", tel["feedback"]);
+    let gate_log = std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log")).unwrap();
+    assert!(gate_log.contains("\"chunks\":3"), "the re-encode ran under the config as edited: {gate_log}");
     // one request, one encode: done again
     let o = run(&args(&["--submit"]), &root);
     assert_eq!(o.status.code(), Some(11), "{o:?}");
@@ -534,7 +517,7 @@ fn the_local_feeder_computes_the_imatrix_layer_by_layer() {
 }
 
 /// A budget ladder on the real SmolLM2 fixture (plain encodes, under the campaign's damage
-/// limits on the licence text): its knot at 2.25 bpw fails its gate (it loses the " Paris"
+/// limits on the repository's gate text): its knot at 2.25 bpw fails its gate (it loses the " Paris"
 /// case), R2 keeps that gate's log under the build, and the next tick encodes it at 2.6, which
 /// passes and ships. `check`, `submit` and the tick name the same next build; the rollout
 /// log has both rungs; the shipped telemetry is the second's; `status --json` shows the rungs.
@@ -543,8 +526,6 @@ fn a_ladder_whose_first_budget_fails_its_gate_ships_the_second() {
     let d = tempfile::tempdir().unwrap();
     let root = ready_root(d.path(), &["smol-l"], "");
     std::fs::write(root.join("queue.txt"), "smol-l params=0.135 family=llama bpw=2.25,2.6 READY-NOW\n").unwrap();
-    let text = common::repo().join("LICENSE");
-    configure(&root, &format!("[gate]\ntext = {:?}\nctx = 128\nchunks = 2\n", text));
     let r = root.to_str().unwrap();
     let cli = |args: &[&str]| {
         let mut v = vec!["--root", r];

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cloud;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -277,6 +277,9 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(bridge: Bridge, auth: GoogleAuth, retry: RetryPolicy, redactor: Redactor) -> Result<Ctx, String> {
+        // the process's TLS provider: ring, as for the S3 client and Google auth (one that is
+        // already installed stays)
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // a stalled transfer fails; a long one does not

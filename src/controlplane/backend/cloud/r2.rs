@@ -12,6 +12,7 @@ use aws_sdk_s3::config::{
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_smithy_http_client::tls;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -72,6 +73,11 @@ impl R2Store {
             .region(Region::new("auto"))
             .credentials_provider(creds)
             .force_path_style(true)
+            .http_client(
+                aws_smithy_http_client::Builder::new()
+                    .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+                    .build_https(),
+            )
             // R2 rejects the SDK's default of a CRC32 on every request (aws-sdk-s3 ≥ 1.69)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
