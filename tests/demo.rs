@@ -16,11 +16,13 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// One run of the demo: its root, the step of every progress bar drawn while it ran, the last
-/// screen and everything the terminal showed, scrolled off or not.
+/// One run of the demo: its root, the step of every progress bar drawn while it ran (and
+/// whether one showed a rate), the last screen and everything the terminal showed, scrolled
+/// off or not.
 struct Demo {
     root: PathBuf,
     bars: BTreeSet<String>,
+    rated: bool,
     last: String,
     all: String,
 }
@@ -45,20 +47,21 @@ fn demo() -> &'static Demo {
         common::smollm2();
         let cmd = format!("{} --root {} demo; echo EXITED $?; sleep 60", common::bin().display(), root.display());
         let (session, guard) = tmux::start("kaiju-demo", 120, 50, &cmd);
-        let mut bars = BTreeSet::new();
+        let (mut bars, mut rated) = (BTreeSet::new(), false);
         let last = tmux::wait_long(&session, "EXITED", Duration::from_secs(900), |s| {
             // `    encode       [█████     ] 120/210   1.2k/s eta 12s (10s)`
-            for l in s.lines().filter(|l| l.contains(" [") && l.contains("/s ") && l.contains(" eta ")) {
+            for l in s.lines().filter(|l| l.contains(" [") && l.contains("] ") && l.contains(" eta ")) {
                 bars.insert(l.split_whitespace().next().unwrap_or_default().to_string());
+                rated |= l.contains("/s eta ");
             }
         });
         let all = tmux::tmux(&["capture-pane", "-t", &session, "-p", "-S", "-"]);
         drop(guard);
-        Demo { root, bars, last, all }
+        Demo { root, bars, rated, last, all }
     })
 }
 
-/// In a terminal the demo draws a progress bar per long step with its rate, never a raw
+/// In a terminal the demo draws a progress bar per long step with its rate and ETA, never a raw
 /// `"event":"progress"` line nor the gate's JSON, and the gate's figures as one line; it ends
 /// with the zoo, the budget ladder it climbed and the command that opens the control room on
 /// its campaign. What it shipped is what the README says: the knot at 2.6 bpw after the 2.25
@@ -66,11 +69,12 @@ fn demo() -> &'static Demo {
 /// the builds' lines as they are, events included: tests/campaign_cli.)
 #[test]
 fn the_demo_in_a_terminal_draws_bars_and_ends_with_the_zoo_and_how_to_open_it() {
-    let Demo { root, bars, last, all } = demo();
+    let Demo { root, bars, rated, last, all } = demo();
     assert!(last.contains("EXITED 0"), "{all}");
     for step in ["sample", "encode", "gate"] {
         assert!(bars.contains(step), "a bar for the {step} step; bars seen: {bars:?}\n{all}");
     }
+    assert!(rated, "a bar with its rate:\n{all}");
     assert!(!all.contains("\"event\"") && !all.contains("{\"quality\""), "no raw events nor JSON:\n{all}");
     assert!(all.contains("figures: KLD "), "the gate's figures as one line:\n{all}");
     assert!(all.contains("smollm2-135m: its knot at 2.25 bpw failed its gate"), "{all}");

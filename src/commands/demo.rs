@@ -145,12 +145,14 @@ pub fn demo_config_toml(root: &Path) -> String {
     )
 }
 
+/// Where the demo runs without `--root`: `<data dir>/kaiju-tui/demo` for the small zoo (the
+/// README's), `…/demo-full` for the full one, so that neither finds the other's queue.
+pub fn default_demo_root(full: bool) -> PathBuf {
+    crate::config::default_root().join(if full { "demo-full" } else { "demo" })
+}
+
 pub fn demo_config(cli: &Cli, full: bool) -> anyhow::Result<Config> {
-    let root = cli
-        .at
-        .root
-        .clone()
-        .unwrap_or_else(|| crate::config::default_root().join(if full { "demo-full" } else { "demo" }));
+    let root = cli.at.root.clone().unwrap_or_else(|| default_demo_root(full));
     let ov = CliOverrides {
         root: Some(root.clone()),
         queue: Some(cli.at.queue.clone().unwrap_or_else(|| root.join("queue.txt"))),
@@ -257,6 +259,17 @@ fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView) -> 
 mod tests {
     use super::*;
     use clap::Parser;
+
+    /// The README's `demo` (the small zoo, the default) runs in `$XDG_DATA_HOME/kaiju-tui/demo`;
+    /// the full zoo has a root of its own.
+    #[test]
+    fn the_small_zoo_is_the_default_and_each_zoo_has_its_root() {
+        let cli = Cli::parse_from(["kaiju-tui", "demo"]);
+        assert!(matches!(cli.cmd, Some(crate::cli::Cmd::Demo { ref zoo, .. }) if zoo == "small"));
+        let data = crate::config::default_root();
+        assert_eq!(default_demo_root(false), data.join("demo"));
+        assert_eq!(default_demo_root(true), data.join("demo-full"));
+    }
 
     /// A demo root keeps what it was set up with: the demo writes the root's config.toml, so
     /// that a later `submit` or `--tick` on the root (a re-encode) gates with the same text and

@@ -61,7 +61,10 @@ impl LogView {
             });
             bar.set_length(s.total);
             bar.set_position(s.done);
-            bar.set_message(rate(s.done as f64 / bar.elapsed().as_secs_f64().max(1e-3)));
+            // a rate over less than a second of a step is noise (the first event's units over
+            // the moment since the bar was drawn)
+            let secs = bar.elapsed().as_secs_f64();
+            bar.set_message(if secs >= 1.0 { rate(s.done as f64 / secs) } else { String::new() });
             if s.done >= s.total {
                 bar.finish();
             }

@@ -308,19 +308,18 @@ fn the_rollout_log_records_what_happened_and_the_app_log_stays_off_stdout() {
 }
 
 /// The demo's zoo, seeded as the demo seeds it, run by hand one `--tick` at a time under the
-/// [`PLAIN`] config and at one budget (the ladder's climb is tested on its own below): dry run
-/// by default and idempotent; the feeder submitted once; then the encode; done is exit 11; a
+/// [`PLAIN`] config: dry run by default and idempotent; the feeder submitted once; then the
+/// budget ladder on the real SmolLM2 fixture: its knot at 2.25 bpw fails its gate (it loses
+/// the " Paris" case), R2 keeps that gate's log under the build and ships nothing, `check`,
+/// `submit` and the tick name the same next build, and the next tick encodes it at 2.6, which
+/// passes and ships; the rollout log has both rungs, `status` shows them; done is exit 11. A
 /// re-encode keeps the shipped knot until the new one passes and takes the config as it is
 /// then; `demo`, piped, follows that build with the log's lines as they are, events included.
-/// (The demo's own config, feedback and all, runs in a real terminal: tests/tui_tmux.rs.)
+/// (The demo's own config, feedback and all, runs in a real terminal: tests/demo.rs.)
 #[test]
 fn local_campaign_from_not_ready_to_done_via_tick() {
     let d = tempfile::tempdir().unwrap();
     let (root, _) = seeded_plain_root(d.path());
-    let queue = root.join("queue.txt");
-    let text = std::fs::read_to_string(&queue).unwrap();
-    assert!(text.contains("bpw=2.25,2.6 "), "{text}");
-    std::fs::write(&queue, text.replacen("bpw=2.25,2.6 ", "bpw=2.6 ", 1)).unwrap();
     let r = root.to_str().unwrap();
     let args = |extra: &[&'static str]| {
         let mut v = vec!["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "--tick"];
@@ -347,9 +346,28 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     );
     wait_for_builds(&root);
     assert!(root.join("gcs/models/smollm2-135m/smollm2-135m-f16.gguf").exists());
-    // now READY: the encode
+    // now READY: the encode at the first budget of the demo's ladder
     let a = run(&args(&["--submit"]), &root);
-    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m"), "{a:?}");
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.25 bpw (rung 1 of 2): build "), "{a:?}");
+    wait_for_builds(&root);
+    let failed = walk(&root.join("r2/models/smollm2-135m-kaiju1.failed"));
+    assert_eq!(failed.len(), 1, "{failed:?}\n{}", build_logs(&root));
+    assert!(failed[0].ends_with("bpw-2.25.gate.log"), "{failed:?}");
+    assert!(std::fs::read_to_string(&failed[0]).unwrap().contains("result: FAIL"));
+    assert!(!root.join("r2/models/smollm2-135m-kaiju1.knot").exists(), "a knot that failed its gate is not shipped");
+    // the next build, as `check`, `submit` and a dry-run tick each say it (the root's own
+    // files, opened by --root alone)
+    let cli = |args: &[&str]| run(&[&["--root", r][..], args].concat(), &root);
+    let j: serde_json::Value = serde_json::from_slice(&cli(&["check", "smollm2-135m", "--json"]).stdout).unwrap();
+    assert_eq!(j["next"], "KAIJU encode at 2.6 bpw (rung 2 of 2)", "{j}");
+    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
+    let j: serde_json::Value = serde_json::from_slice(&cli(&["submit", "smollm2-135m", "--json"]).stdout).unwrap();
+    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
+    let j: serde_json::Value = serde_json::from_slice(&cli(&["--tick", "--json"]).stdout).unwrap();
+    assert_eq!(j["decision"]["action"]["rung"]["bpw"], 2.6, "{j}");
+    // the watcher climbs
+    let a = run(&args(&["--submit"]), &root);
+    assert!(stdout(&a).starts_with("submit KAIJU encode for smollm2-135m at 2.6 bpw (rung 2 of 2): build "), "{a:?}");
     wait_for_builds(&root);
     let log = build_logs(&root);
     for k in ["knot", "telemetry.json", "gate.log"] {
@@ -357,12 +375,37 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     }
     let gate_log = std::fs::read_to_string(root.join("r2/models/smollm2-135m-kaiju1.gate.log")).unwrap();
     assert!(gate_log.contains("result: PASS") && gate_log.contains("\"chunks\":2"), "{gate_log}");
+    let tel: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("r2/models/smollm2-135m-kaiju1.telemetry.json")).unwrap())
+            .unwrap();
+    assert!((tel["totals"]["bpw"].as_f64().unwrap() - 2.6).abs() < 0.01, "{}", tel["totals"]);
     // all done: exit 11, and again
     for _ in 0..2 {
         let o = run(&args(&["--submit"]), &root);
         assert_eq!(o.status.code(), Some(11), "{o:?}");
         assert_eq!(stdout(&o), "nothing: every non-HOLD model is done\n");
     }
+    // both rungs in the rollout log (the tick that saw each build end wrote its gate), with
+    // their figures
+    let log: Vec<serde_json::Value> =
+        stdout(&cli(&["log", "--json"])).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let gates: Vec<(&str, f64)> = log
+        .iter()
+        .filter(|e| e["what"] == "gate")
+        .map(|e| (e["data"]["verdict"].as_str().unwrap(), e["data"]["bpw"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(gates, [("FAIL", 2.25), ("PASS", 2.6)], "{log:?}");
+    assert!(log
+        .iter()
+        .filter(|e| e["what"] == "gate")
+        .all(|e| e["data"]["figures"]["quality"]["kld_mean"].is_number()));
+    // the zoo: shipped at 2.6, 2.25 failed
+    let st: serde_json::Value = serde_json::from_slice(&cli(&["status", "--json"]).stdout).unwrap();
+    let row = st.as_array().unwrap().iter().find(|m| m["id"] == "smollm2-135m").expect("a row").clone();
+    assert_eq!(row["ladder"]["shipped"], 2.6, "{row}");
+    assert_eq!(row["ladder"]["failed"][0]["bpw"], 2.25, "{row}");
+    assert!(row["ladder"]["failed"][0]["gate_result"].as_str().unwrap().starts_with("FAIL"), "{row}");
+    assert!(stdout(&cli(&["status"])).contains("at 2.6 bpw (2.25 failed)"));
     let s = stdout(&run(&["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "status"], &root));
     assert!(s.lines().any(|l| l.starts_with("smollm2-135m") && l.contains("DONE")), "{s}");
     // requeue says what it does: a shipped model stays DONE (it used to promise a re-encode)
@@ -379,6 +422,11 @@ fn local_campaign_from_not_ready_to_done_via_tick() {
     let text = std::fs::read_to_string(&conf).unwrap();
     assert!(text.contains("chunks = 2"), "{text}");
     std::fs::write(&conf, text.replacen("chunks = 2", "chunks = 3", 1)).unwrap();
+    // and gives the model the one budget it shipped at (a ladder would start again at 2.25)
+    let queue = root.join("queue.txt");
+    let text = std::fs::read_to_string(&queue).unwrap();
+    assert!(text.contains("bpw=2.25,2.6 "), "{text}");
+    std::fs::write(&queue, text.replacen("bpw=2.25,2.6 ", "bpw=2.6 ", 1)).unwrap();
     let o = run(
         &["--root", r, "--queue", "queue.txt", "--qspecs", "qspecs", "requeue", "smollm2-135m", "--reencode"],
         &root,
@@ -514,70 +562,4 @@ fn the_local_feeder_computes_the_imatrix_layer_by_layer() {
         kaiju::dataplane::imatrix::Imatrix::load(root.join("r2/models/iq-ladder/smollm2-135m/smollm2-135m.imatrix"))
             .unwrap_or_else(|e| panic!("{e}\n{log}"));
     assert_eq!((im.entries.len(), im.chunk_count), (210, Some(8)), "{log}");
-}
-
-/// A budget ladder on the real SmolLM2 fixture (plain encodes, under the campaign's damage
-/// limits on the repository's gate text): its knot at 2.25 bpw fails its gate (it loses the " Paris"
-/// case), R2 keeps that gate's log under the build, and the next tick encodes it at 2.6, which
-/// passes and ships. `check`, `submit` and the tick name the same next build; the rollout
-/// log has both rungs; the shipped telemetry is the second's; `status --json` shows the rungs.
-#[test]
-fn a_ladder_whose_first_budget_fails_its_gate_ships_the_second() {
-    let d = tempfile::tempdir().unwrap();
-    let root = ready_root(d.path(), &["smol-l"], "");
-    std::fs::write(root.join("queue.txt"), "smol-l params=0.135 family=llama bpw=2.25,2.6 READY-NOW\n").unwrap();
-    let r = root.to_str().unwrap();
-    let cli = |args: &[&str]| {
-        let mut v = vec!["--root", r];
-        v.extend_from_slice(args);
-        run(&v, &root)
-    };
-    let t = cli(&["--tick", "--submit"]);
-    assert!(stdout(&t).starts_with("submit KAIJU encode for smol-l at 2.25 bpw (rung 1 of 2): build "), "{t:?}");
-    wait_for_builds(&root);
-    let failed: Vec<std::path::PathBuf> = walk(&root.join("r2/models/smol-l-kaiju1.failed"));
-    assert_eq!(failed.len(), 1, "{failed:?}\n{}", build_logs(&root));
-    assert!(failed[0].ends_with("bpw-2.25.gate.log"), "{failed:?}");
-    assert!(std::fs::read_to_string(&failed[0]).unwrap().contains("result: FAIL"));
-    assert!(!root.join("r2/models/smol-l-kaiju1.knot").exists(), "a knot that failed its gate is not shipped");
-    // the next build, as `check`, `submit` and a dry-run tick each say it
-    let c = cli(&["check", "smol-l", "--json"]);
-    let j: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
-    assert_eq!(j["next"], "KAIJU encode at 2.6 bpw (rung 2 of 2)", "{j}");
-    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
-    let s = cli(&["submit", "smol-l", "--json"]);
-    let j: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
-    assert_eq!(j["substitutions"]["_BPW"], "2.6", "{j}");
-    let t = cli(&["--tick", "--json"]);
-    let j: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
-    assert_eq!(j["decision"]["action"]["rung"]["bpw"], 2.6, "{j}");
-    // the watcher climbs
-    let t = cli(&["--tick", "--submit"]);
-    assert!(stdout(&t).starts_with("submit KAIJU encode for smol-l at 2.6 bpw (rung 2 of 2): build "), "{t:?}");
-    wait_for_builds(&root);
-    assert_eq!(cli(&["--tick"]).status.code(), Some(11), "shipped at the second budget: all done");
-    let tel: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("r2/models/smol-l-kaiju1.telemetry.json")).unwrap()).unwrap();
-    assert!((tel["totals"]["bpw"].as_f64().unwrap() - 2.6).abs() < 0.01, "{}", tel["totals"]);
-    // both rungs in the rollout log, with their figures
-    let log: Vec<serde_json::Value> =
-        stdout(&cli(&["log", "--json"])).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let gates: Vec<(&str, f64)> = log
-        .iter()
-        .filter(|e| e["what"] == "gate")
-        .map(|e| (e["data"]["verdict"].as_str().unwrap(), e["data"]["bpw"].as_f64().unwrap()))
-        .collect();
-    assert_eq!(gates, [("FAIL", 2.25), ("PASS", 2.6)], "{log:?}");
-    assert!(log
-        .iter()
-        .filter(|e| e["what"] == "gate")
-        .all(|e| e["data"]["figures"]["quality"]["kld_mean"].is_number()));
-    // the zoo: shipped at 2.6, 2.25 failed
-    let st: serde_json::Value = serde_json::from_slice(&cli(&["status", "--json"]).stdout).unwrap();
-    let row = st.as_array().unwrap().iter().find(|m| m["id"] == "smol-l").expect("a row").clone();
-    assert_eq!(row["ladder"]["shipped"], 2.6, "{row}");
-    assert_eq!(row["ladder"]["failed"][0]["bpw"], 2.25, "{row}");
-    assert!(row["ladder"]["failed"][0]["gate_result"].as_str().unwrap().starts_with("FAIL"), "{row}");
-    let table = stdout(&cli(&["status"]));
-    assert!(table.contains("at 2.6 bpw (2.25 failed)"), "{table}");
 }
