@@ -24,8 +24,8 @@ pub const QWEN_HF: &str = "Qwen/Qwen2.5-Coder-0.5B-Instruct";
 pub const QWEN_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
 /// Calibration chunks of 512 tokens the demo's encodes run error feedback over, and the length
 /// of the sequences they run as: 10 as 40 sequences of 128, fewer tokens than the campaign's 16
-/// chunks, so that the demo calibrates as the campaign does (`asymmetric`, below) in about 3
-/// minutes on two cores. Out of the calibration text's domain, which is the demo's case (it is
+/// chunks, so that the demo calibrates as the campaign does (`asymmetric`, below) in a few
+/// minutes on two cores (its wall time: docs/BENCHMARKS.md, "The demo and the test suite"). Out of the calibration text's domain, which is the demo's case (it is
 /// gated on the Apache-2.0 licence), they measured the campaign's KLD on both fixtures; in
 /// domain they lose 7–15% (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). 8 chunks of 512 lost SmolLM2's " Paris" case (and 3 of 6 "capital of France"
 /// prompts, "The imatrix prior").
@@ -135,7 +135,7 @@ pub fn demo_config_toml(root: &Path) -> String {
          # error feedback (GPTQ-style): every encode calibrates on the text below (never the\n\
          # gate's), each matmul on the knot's own inputs and aimed at the f16's outputs\n\
          # (\"asymmetric\", the campaign's default); 10 chunks of 512 tokens run as 40\n\
-         # sequences of 128, to finish in about 3 minutes on two cores (the campaign's\n\
+         # sequences of 128, to finish in a few minutes on two cores (the campaign's\n\
          # default is 16 chunks of 512: docs/BENCHMARKS.md); false encodes without\n\
          enabled = true\ntext = {}\nchunks = {DEMO_CALIB_CHUNKS}\nseq = {DEMO_CALIB_SEQ}\n\
          inputs = \"{}\"\n",
