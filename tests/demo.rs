@@ -62,7 +62,8 @@ fn demo() -> &'static Demo {
 }
 
 /// In a terminal the demo draws a progress bar per long step with its rate and ETA, never a raw
-/// `"event":"progress"` line nor the gate's JSON, and the gate's figures as one line; it ends
+/// `"event":"progress"` line nor the gate's JSON; of each build's log it shows how each step
+/// went (the gate's figures as one line) and where the whole log is; it ends
 /// with the zoo, the budget ladder it climbed and the command that opens the control room on
 /// its campaign. What it shipped is what the README says: the knot at 2.6 bpw after the 2.25
 /// rung failed its gate, under the demo's gate text and damage limits. (Piped, the demo prints
@@ -77,6 +78,14 @@ fn the_demo_in_a_terminal_draws_bars_and_ends_with_the_zoo_and_how_to_open_it() 
     assert!(rated, "a bar with its rate:\n{all}");
     assert!(!all.contains("\"event\"") && !all.contains("{\"quality\""), "no raw events nor JSON:\n{all}");
     assert!(all.contains("figures: KLD "), "the gate's figures as one line:\n{all}");
+    // how each step went, not the files each build moved nor the gate's logits: those are in
+    // each build's log, which the demo names
+    for shown in ["step encode: done in", "gate: result: FAIL", "gate: result: PASS", "its whole log: "] {
+        assert!(all.contains(shown), "{shown}:\n{all}");
+    }
+    for hidden in ["fetched gs://", "top-5 logits", "step gate: start"] {
+        assert!(!all.contains(hidden), "{hidden}:\n{all}");
+    }
     assert!(all.contains("smollm2-135m: its knot at 2.25 bpw failed its gate"), "{all}");
     assert!(all.contains("smollm2-135m: the watcher climbed its budget ladder and shipped it at 2.6 bpw"), "{all}");
     assert!(all.lines().any(|l| l.starts_with("smollm2-135m") && l.contains("DONE")), "the zoo:\n{all}");

@@ -179,8 +179,9 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
     seed(&cfg, full)?;
     let mut c = campaign(cfg)?;
     c.actor = crate::controlplane::rollout::actor("demo");
-    // bars on a terminal; the builds' logs as they are when piped
-    let mut view = super::follow::LogView::new(std::io::IsTerminal::is_terminal(&std::io::stdout()) && !cli.json);
+    // bars and how each step went on a terminal (every build's whole log is in its folder);
+    // the builds' logs as they are when piped
+    let mut view = super::follow::LogView::brief(std::io::IsTerminal::is_terminal(&std::io::stdout()) && !cli.json);
     for round in 1..=16 {
         let r = c.tick(true)?;
         for n in &r.decision.notes {
@@ -233,11 +234,11 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
             return Ok(exit::OK);
         }
         match r.submitted {
-            Some(id) => follow(c.builds.as_ref(), &id, &mut view)?,
+            Some(id) => follow(c.builds.as_ref(), &id, &mut view, &c.cfg.builds_dir)?,
             None => {
                 if let crate::controlplane::campaign::tick::Outcome::Busy { builds } = &r.decision.outcome {
                     for b in builds {
-                        follow(c.builds.as_ref(), b, &mut view)?;
+                        follow(c.builds.as_ref(), b, &mut view, &c.cfg.builds_dir)?;
                     }
                 } else {
                     anyhow::bail!("the demo campaign stalled: {}", r.line());
@@ -249,9 +250,15 @@ pub fn demo(cli: &Cli, full: bool) -> anyhow::Result<u8> {
 }
 
 /// Follow one build to its end and say how it ended.
-fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView) -> anyhow::Result<()> {
+fn follow(b: &dyn BuildService, id: &str, view: &mut super::follow::LogView, logs: &Path) -> anyhow::Result<()> {
     let status = super::follow::follow_build(b, id, view)?;
     println!("  build {id}: {status}");
+    if view.is_brief() {
+        println!(
+            "    its whole log: {}",
+            logs.join(id).join(crate::controlplane::backend::local::build_dir::LOG_FILE).display()
+        );
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! Following a build's log in a terminal (`demo`, `follow`): on a terminal, one progress bar per
 //! long step (the encode's tensors, the gate's and the imatrix's layers), with rate and ETA, and
-//! the gate's figures as one line against their thresholds; piped, every line as the log holds
-//! it, the machine-readable events included.
+//! the gate's figures as one line against their thresholds (the demo's brief view: only the
+//! lines that say how each step went); piped, every line as the log holds it, the
+//! machine-readable events included.
 
 use crate::controlplane::backend::builds::BuildService;
 use crate::controlplane::campaign::zoo::figures_of;
@@ -32,14 +33,28 @@ pub fn step_of(line: &str) -> Option<Event> {
 /// otherwise.
 pub struct LogView {
     bars: Option<(MultiProgress, HashMap<String, ProgressBar>)>,
+    brief: bool,
 }
 
 impl LogView {
-    /// Bars when `terminal` (stdout is one, and no `--json` asked for the events).
+    /// Bars when `terminal` (stdout is one, and no `--json` asked for the events), with every
+    /// other line of the log above them.
     pub fn new(terminal: bool) -> LogView {
         LogView {
             bars: terminal.then(|| (MultiProgress::with_draw_target(ProgressDrawTarget::stdout()), HashMap::new())),
+            brief: false,
         }
+    }
+
+    /// As [`LogView::new`], and on a terminal only the lines that say how each step went
+    /// ([`tells_how_it_went`]); piped, still every line.
+    pub fn brief(terminal: bool) -> LogView {
+        LogView { brief: terminal, ..LogView::new(terminal) }
+    }
+
+    /// Whether this view leaves out the lines that do not say how a step went.
+    pub fn is_brief(&self) -> bool {
+        self.brief
     }
 
     /// One line of the log.
@@ -70,6 +85,9 @@ impl LogView {
             }
             return;
         }
+        if self.brief && !tells_how_it_went(l) {
+            return;
+        }
         let shown = figures_of(l).unwrap_or_else(|| l.to_string());
         let _ = multi.println(format!("    | {shown}"));
     }
@@ -85,6 +103,26 @@ impl LogView {
             bars.clear();
         }
     }
+}
+
+/// Whether a build's log line says how a step went, which the brief view shows: the build's
+/// start and end, each step's end (`done in`, `FAILED`), the encode's settings and summary, the
+/// gate's argmax verdicts, figures and result, a failed gate's kept log, and any error or
+/// warning. Not shown: a step's start, the files fetched and shipped, the gate's logits and
+/// the figures' own lines (the figures line holds them).
+pub fn tells_how_it_went(line: &str) -> bool {
+    let l = line.trim();
+    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => l,
+    };
+    let lower = l.to_ascii_lowercase();
+    (l.starts_with("step ") && !l.ends_with(": start"))
+        || ["build ", "encoded ", "encode: ", "gate: argmax:", "gate: figures:", "gate: result:", "kept "]
+            .iter()
+            .any(|p| l.starts_with(p))
+        || lower.contains("error")
+        || lower.contains("warning")
 }
 
 /// A rate of units per second, short: `830/s`, `12.4k/s`, `3.1M/s`.
@@ -121,6 +159,39 @@ pub fn follow_build(b: &dyn BuildService, id: &str, view: &mut LogView) -> anyho
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The demo's brief view: how each step went, not the files it moved nor the gate's detail.
+    #[test]
+    fn the_brief_view_keeps_how_each_step_went() {
+        let shown = [
+            "[10:00:00] build b1-smol (encode for smol) starting",
+            "[10:00:00] step encode: done in 38.5s",
+            "step gate: FAILED: gate failed: case 1: argmax 216 (expected 7042)",
+            "encode: error feedback over calib.txt (10 chunks of 512 tokens)",
+            "encoded 210 tensors at 2.600 bpw, weighted SQNR 21.35 dB",
+            "gate: argmax: 216   FAIL",
+            "gate: figures: {}",
+            "gate: result: PASS",
+            "kept the failed gate's log as local:r2/x.gate.log",
+            "warning: the f16 and the base disagree",
+            "build SUCCESS",
+        ];
+        let hidden = [
+            "[10:00:00] step fetch-f16: start",
+            "fetched gs://kaiju-truth/models/smol/smol-f16.gguf (270885952 bytes)",
+            "gate: top-5 logits:",
+            "gate:        216     14.3565",
+            "gate: kld: mean 0.412540 ± 0.015541  median 0.280627   (kld_max 1)",
+            "gate: timing: load 0.04s, forward 11.38s",
+            "shipped w/smol-kaiju1.knot → local:r2/models/smol-kaiju1.knot",
+        ];
+        for l in shown {
+            assert!(tells_how_it_went(l), "{l}");
+        }
+        for l in hidden {
+            assert!(!tells_how_it_went(l), "{l}");
+        }
+    }
 
     #[test]
     fn rates_are_short() {
