@@ -112,7 +112,8 @@ pub struct EncodeArgs {
     pub calib_inputs: String,
     /// under --calib-text: weight of the imatrix prior on each input's second moments (their
     /// diagonal damped towards the imatrix's mean squares, as a fraction of its mean): 0 = none;
-    /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
+    /// large = the plain imatrix-weighted encoder (docs/BENCHMARKS.md, "Error feedback's settings:
+    /// quality against cost")
     #[arg(long, default_value_t = crate::dataplane::encode::feedback::DEFAULT_PRIOR, requires = "calib_text", value_parser = non_negative, allow_negative_numbers = true)]
     pub calib_prior: f64,
     /// under --calib-inputs asymmetric: weight of the correction that aims each tensor at the
@@ -419,7 +420,8 @@ pub enum Cmd {
         out: Option<PathBuf>,
     },
     /// Print a text's token ids as the gate tokenizes it (the model's embedded tokenizer),
-    /// comma-separated: the ids `llama-tokenize --ids --no-bos --no-escape --no-parse-special` prints.
+    /// comma-separated: the ids `llama-tokenize --ids --no-bos --no-escape --no-parse-special`
+    /// prints.
     Tokenize {
         /// a GGUF model (f16 or knot) whose tokenizer to use
         #[arg(long)]

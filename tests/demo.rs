@@ -34,12 +34,8 @@ fn demo() -> &'static Demo {
     static D: OnceLock<Demo> = OnceLock::new();
     D.get_or_init(|| {
         let dir = common::repo().join(".cache/demo-test");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
         // held until the process ends
-        std::mem::forget(lock);
+        std::mem::forget(common::locked(&dir.join(".lock")));
         let root = dir.join("root");
         if root.exists() {
             std::fs::remove_dir_all(&root).unwrap();

@@ -22,13 +22,15 @@ const QWEN_IMATRIX: &[u8] = include_bytes!("../../assets/qwen05/qwen05.imatrix.g
 const QWEN_FETCH: &str = include_str!("../../scripts/fetch-qwen05.sh");
 pub const QWEN_HF: &str = "Qwen/Qwen2.5-Coder-0.5B-Instruct";
 pub const QWEN_FILE: &str = "qwen2.5-coder-0.5b-instruct.gguf";
-/// Calibration chunks of 512 tokens the demo's encodes run error feedback over, and the length
-/// of the sequences they run as: 10 as 40 sequences of 128, fewer tokens than the campaign's 16
-/// chunks, so that the demo calibrates as the campaign does (`asymmetric`, below) in a few
-/// minutes on two cores (its wall time: docs/BENCHMARKS.md, "The demo and the test suite"). Out of the calibration text's domain, which is the demo's case (it is
-/// gated on the Apache-2.0 licence), they measured the campaign's KLD on both fixtures; in
-/// domain they lose 7–15% (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). 8 chunks of 512 lost SmolLM2's " Paris" case (and 3 of 6 "capital of France"
-/// prompts, "The imatrix prior").
+/// Calibration chunks of 512 tokens the demo's encodes run error feedback over, and the length of
+/// the sequences they run as: 10 as 40 sequences of 128, fewer tokens than the campaign's 16
+/// chunks, so that the demo calibrates as the campaign does (`asymmetric`, below) in a few minutes
+/// on two cores (its wall time: docs/BENCHMARKS.md, "The demo and the test suite"). Out of the
+/// calibration text's domain, which is the demo's case (it is gated on the Apache-2.0 licence),
+/// they measured the campaign's KLD on both fixtures; in domain they lose 7–15%
+/// (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). 8 chunks of 512 lost
+/// SmolLM2's " Paris" case (and 3 of 6 "capital of France" prompts), measured before the docs kept
+/// only current scoreboards (the repository's history has it).
 pub const DEMO_CALIB_CHUNKS: usize = 10;
 pub const DEMO_CALIB_SEQ: usize = 128;
 /// What the demo's encodes calibrate each matmul on: the campaign's default, `asymmetric` (the

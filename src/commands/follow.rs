@@ -17,13 +17,7 @@ pub fn step_of(line: &str) -> Option<Event> {
     if let Some(e) = event_of(line) {
         return Some(e);
     }
-    // a build log's own lines carry a stamp (`[10:00:05] gate: knot layer 3/30`)
-    let l = line.trim();
-    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((_, rest)) => rest,
-        None => l,
-    };
-    let (what, frac) = l.rsplit_once(" layer ")?;
+    let (what, frac) = unstamped(line).rsplit_once(" layer ")?;
     let (done, total) = frac.split_once('/')?;
     let what = what.strip_suffix(':').unwrap_or(what).replace(": ", " ");
     Some(Event { what, done: done.trim().parse().ok()?, total: total.trim().parse().ok()? })
@@ -105,17 +99,23 @@ impl LogView {
     }
 }
 
+/// A log line without the stamp a build log's own lines carry (`[10:00:05] gate: knot layer
+/// 3/30` → `gate: knot layer 3/30`), trimmed.
+fn unstamped(line: &str) -> &str {
+    let l = line.trim();
+    match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => l,
+    }
+}
+
 /// Whether a build's log line says how a step went, which the brief view shows: the build's
 /// start and end, each step's end (`done in`, `FAILED`), the encode's settings and summary, the
 /// gate's argmax verdicts, figures and result, a failed gate's kept log, and any error or
 /// warning. Not shown: a step's start, the files fetched and shipped, the gate's logits and
 /// the figures' own lines (the figures line holds them).
 pub fn tells_how_it_went(line: &str) -> bool {
-    let l = line.trim();
-    let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((_, rest)) => rest,
-        None => l,
-    };
+    let l = unstamped(line);
     let lower = l.to_ascii_lowercase();
     (l.starts_with("step ") && !l.ends_with(": start"))
         || ["build ", "encoded ", "encode: ", "gate: argmax:", "gate: figures:", "gate: result:", "kept "]

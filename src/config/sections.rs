@@ -63,7 +63,8 @@ pub struct CostConfig {
     pub pass_rates: [Option<f64>; 3],
 }
 
-/// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, "Passes over models bigger than memory": the slices).
+/// `[cost] feedback_core_s_per_token_b` by default (docs/BENCHMARKS.md, "Passes over models bigger
+/// than memory": the slices).
 pub const FEEDBACK_CORE_S_PER_TOKEN_B: f64 = 0.15;
 
 impl Default for CostConfig {
@@ -149,7 +150,8 @@ fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error
     d.deserialize_any(Limit)
 }
 
-/// `argmax_min_margin`: a number of logits, or `"off"` (every case strict), as the thresholds take it.
+/// `argmax_min_margin`: a number of logits, or `"off"` (every case strict), as the thresholds take
+/// it.
 fn margin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
     Ok(limit(d)?.map(|v| v as f32))
 }
@@ -188,7 +190,8 @@ impl GateConfig {
     }
 
     /// The margin under which `check` and the control room flag an argmax case as a coin toss:
-    /// `argmax_min_margin` when set, else [`LOW_MARGIN`](crate::dataplane::gate::qspec::LOW_MARGIN).
+    /// `argmax_min_margin` when set, else
+    /// [`LOW_MARGIN`](crate::dataplane::gate::qspec::LOW_MARGIN).
     pub fn flag_margin(&self) -> f32 {
         self.argmax_min_margin.unwrap_or(crate::dataplane::gate::qspec::LOW_MARGIN)
     }
@@ -213,9 +216,9 @@ impl GateConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FeedbackConfig {
-    /// on by default: every encode build calibrates layer by layer on its text, its moments
-    /// damped towards the imatrix's (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"); `false` encodes
-    /// without
+    /// on by default: every encode build calibrates layer by layer on its text, its moments damped
+    /// towards the imatrix's (docs/BENCHMARKS.md, "Error feedback's settings: quality against
+    /// cost"); `false` encodes without
     pub enabled: bool,
     /// chunks of 512 tokens of the calibration text
     pub chunks: usize,
@@ -231,8 +234,8 @@ pub struct FeedbackConfig {
     pub inputs: crate::dataplane::encode::feedback::Inputs,
     /// under `inputs = "asymmetric"`: the correction's weight β (`--calib-correction`, 0.5)
     pub correction: f64,
-    /// passes of block coordinate descent after each tensor's feedback encode
-    /// (`--calib-refine`, 0 = none; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
+    /// passes of block coordinate descent after each tensor's feedback encode (`--calib-refine`,
+    /// 0 = none; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost")
     pub refine: usize,
 }
 

@@ -60,8 +60,9 @@ pub fn matmul_nt(out: &mut [f32], out_stride: usize, x: &[f32], w: &[f32], cols:
 /// How the calibration's forward passes multiply: in f32 (faer), or with bf16 operands and f32
 /// accumulation (gemmkit's `vdpbf16ps` kernel), each product's inputs and its output rounded to
 /// bf16 (8 significant bits: a relative error of about 0.2% per value, against the 10–20% of a
-/// 3-bit code). The moments stay f32 either way: rounded to bf16 they made three draws of one
-/// knot land 15% apart in KLD, two with a token at KLD 5.8 and 7.3 (docs/BENCHMARKS.md, "Levers measured and not adopted").
+/// 3-bit code). The moments stay f32 either way: rounded to bf16 they made three draws of one knot
+/// land 15% apart in KLD, two with a token at KLD 5.8 and 7.3 (docs/BENCHMARKS.md, "Levers measured
+/// and not adopted").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Products {
@@ -72,8 +73,9 @@ pub enum Products {
 impl Products {
     /// Every choice, by name (`--calib-products` takes these and `auto`).
     pub const ALL: [Products; 2] = [Products::F32, Products::Bf16];
-    /// f32: the knots' bytes then do not depend on the CPU that encodes them, and the
-    /// campaign's cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "Levers measured and not adopted" and "The moments stay in f32").
+    /// f32: the knots' bytes then do not depend on the CPU that encodes them, and the campaign's
+    /// cloud builders have no AVX512_BF16 (docs/BENCHMARKS.md, "Error feedback's settings: quality
+    /// against cost" and "Levers measured and not adopted").
     pub const DEFAULT: Products = Products::F32;
 
     /// bf16 where this CPU multiplies bf16 pairs natively (AVX512_BF16: twice an f32 FMA's

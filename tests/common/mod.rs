@@ -20,22 +20,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The lock file `path` (its folder made if missing), held exclusively until the returned file
+/// is dropped: what keeps two test binaries, or two runs, from making one cached file at once.
+pub fn locked(path: &Path) -> std::fs::File {
+    std::fs::create_dir_all(path.parent().expect("a lock file in a folder")).unwrap();
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).unwrap();
+    f.lock().unwrap();
+    f
+}
+
 /// The Q4_1 SmolLM2-135M GGUF (the base knot of the fixture).
 pub fn smollm2() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let dir = repo().join(".cache/models");
         let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open({
-                std::fs::create_dir_all(&dir).unwrap();
-                dir.join(".fetch.lock")
-            })
-            .unwrap();
-        lock.lock().unwrap();
+        let _lock = locked(&dir.join(".fetch.lock"));
         if !p.exists() {
             let st = std::process::Command::new("bash")
                 .arg(repo().join("scripts/fetch-smollm2.sh"))
@@ -55,15 +55,8 @@ pub fn qwen05() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let dir = repo().join(".cache/models");
-        std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("qwen2.5-coder-0.5b-instruct.gguf");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(".fetch-qwen.lock"))
-            .unwrap();
-        lock.lock().unwrap();
+        let _lock = locked(&dir.join(".fetch-qwen.lock"));
         if !p.exists() {
             let st = std::process::Command::new("bash")
                 .arg(repo().join("scripts/fetch-qwen05.sh"))
@@ -81,13 +74,7 @@ pub fn qwen05() -> PathBuf {
 /// by the test binaries).
 fn converted_f16(src: PathBuf, name: &str) -> PathBuf {
     let p = repo().join(".cache/models").join(name);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(repo().join(format!(".cache/models/.{name}.lock")))
-        .unwrap();
-    lock.lock().unwrap();
+    let _lock = locked(&repo().join(format!(".cache/models/.{name}.lock")));
     if !p.exists() {
         kaiju::dataplane::convert::to_f16_file(&src, &p, true).expect("convert to f16");
     }

@@ -85,10 +85,12 @@ pub fn feedback_tokens(e: &Entry, c: &CostConfig) -> f64 {
 /// docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
 pub const SEARCH_STEP_FEEDBACK: f64 = 0.11;
 /// What one step of `--search` adds to a plain encode (SmolLM2 at q=5: 5.3 s → 12.1 s at
-/// `--search 2`; "A lever judged by KLD: the encoder's scale search radius").
+/// `--search 2`, measured at an earlier commit; the codec bench's search rows in
+/// docs/BENCHMARKS.md, "Encode speed against llama.cpp", fall the same way).
 pub const SEARCH_STEP_PLAIN: f64 = 0.65;
 /// What one `--calib-refine` pass adds to an encode under error feedback (the 7B-width slice:
-/// 299.9 s → 390.8 s, +30%; Qwen2.5-Coder-0.5B +20%; docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). The campaign's large models set the figure.
+/// 299.9 s → 390.8 s, +30%; Qwen2.5-Coder-0.5B +20%; docs/BENCHMARKS.md, "Error feedback's settings:
+/// quality against cost"). The campaign's large models set the figure.
 pub const REFINE_PASS: f64 = 0.3;
 
 /// How much longer than the campaign's default encode (`search` 0, no refinement) a model's
@@ -282,8 +284,8 @@ impl Limits {
                 let kind = breach.kind();
                 let why = match breach {
                     Breach::Time { hours, limit, key, what, .. } => {
-                        // what the operator can do: a timeout raised where that is enough, else
-                        // the build's own remedy; and the figure to correct if the estimate is wrong
+                        // what the operator can do: a timeout raised where that is enough, else the
+                        // build's own remedy; and the figure to correct if the estimate is wrong
                         let raise = if hours <= MAX_TIMEOUT_H {
                             format!("raise [cost] {key} (Cloud Build allows {MAX_TIMEOUT_H:.0} h), ")
                         } else {

@@ -1,18 +1,17 @@
 //! `--bpw B`: the encoder chooses each tensor's form (a KAIJU1 variant, or the base knot's own
-//! tensor) so that the knot's matmul bits per weight stay within B with the least predicted
-//! damage.
+//! tensor) so that the knot's matmul bits per weight stay within B with the least predicted damage.
 //!
-//! The prediction (docs/BENCHMARKS.md, "Quality per bit against llama.cpp"): a tensor's damage to the model is
-//! its *gain* times its imatrix-weighted relative error, `Σ h (w − ŵ)² / Σ h w²`, the share
-//! of the layer's output energy the quantization noise takes (h = the calibration inputs'
-//! mean square per column). The error of every candidate variant (`candidates`: none more than
-//! 0.75 bpw below the budget) is measured on a sample of the
-//! tensor's rows (1/16, at least 32) by encoding them; the gain depends on where the tensor
-//! sits — its kind and its depth — and was measured once, on the SmolLM2 fixture, as the mean
-//! KL divergence that noise in that kind or that layer alone costs per unit of error
-//! (`scripts/calibrate-sensitivity.sh`). Damages add (first order), so the allocation is the
-//! classic one: each tensor's options form a lower convex hull in (bits, damage), and the
-//! steps between them are taken in order of damage saved per bit while they fit.
+//! The prediction (docs/BENCHMARKS.md, "Quality per bit against llama.cpp"): a tensor's damage to
+//! the model is its *gain* times its imatrix-weighted relative error, `Σ h (w − ŵ)² / Σ h w²`, the
+//! share of the layer's output energy the quantization noise takes (h = the calibration inputs'
+//! mean square per column). The error of every candidate variant (`candidates`: none more than 0.75
+//! bpw below the budget) is measured on a sample of the tensor's rows (1/16, at least 32) by
+//! encoding them; the gain depends on where the tensor sits — its kind and its depth — and was
+//! measured once, on the SmolLM2 fixture, as the mean KL divergence that noise in that kind or that
+//! layer alone costs per unit of error (`scripts/calibrate-sensitivity.sh`). Damages add (first
+//! order), so the allocation is the classic one: each tensor's options form a lower convex hull in
+//! (bits, damage), and the steps between them are taken in order of damage saved per bit while they
+//! fit.
 
 use super::plan::{matmul_kind_layer, Choice};
 use super::{prepare_importance, EncodeError};
@@ -477,7 +476,8 @@ mod tests {
         for g in [&LLAMA, &QWEN2] {
             assert!(g.gain("blk.0.attn_q.weight", 30) > 0.0);
             assert_eq!(g.gain("output.weight", 30), 1.0);
-            // ffn_down costs more than attn_q per unit of error, the first layer more than a middle one
+            // ffn_down costs more than attn_q per unit of error, the first layer more than a middle
+            // one
             assert!(g.gain("blk.5.ffn_down.weight", 24) > g.gain("blk.5.attn_q.weight", 24), "{}", g.source);
             // interpolation stays within the table's range, and the ends are the table's ends
             let (lo, hi) = g.depth.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));

@@ -54,23 +54,25 @@ pub fn parse_chunks(s: &str) -> Option<usize> {
 /// Damping added to H's diagonal, as a fraction of its mean: 0.01 and 0.1 measured the same
 /// KLD on SmolLM2, 0.1 the better perplexity ratio.
 pub const DAMP: f64 = 0.1;
-/// Weight of the imatrix prior (`--calib-prior`) on the moments' diagonal, as a fraction of
-/// their mean: H + m(λI + α P/p̄), P the imatrix's per-column mean squares of the same input
-/// (measured over the imatrix's own, broader text). It keeps the feedback from pushing error into directions the
-/// calibration text leaves quiet but other text uses: on SmolLM2 at 2.6 bpw, α = 1 lowered the
-/// mean KLD on each of three kinds of text against α = 0 and kept every "capital of France"
-/// prompt that α = 0 lost (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
+/// Weight of the imatrix prior (`--calib-prior`) on the moments' diagonal, as a fraction of their
+/// mean: H + m(λI + α P/p̄), P the imatrix's per-column mean squares of the same input (measured
+/// over the imatrix's own, broader text). It keeps the feedback from pushing error into directions
+/// the calibration text leaves quiet but other text uses: on SmolLM2 at 2.6 bpw, α = 1 lowered the
+/// mean KLD on each of three kinds of text against α = 0 and kept every "capital of France" prompt
+/// that α = 0 lost (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost").
 pub const DEFAULT_PRIOR: f64 = 1.0;
-/// Weight β of the asymmetric correction ([`Inputs::Asymmetric`], `--calib-correction`): the
-/// full least-squares correction (β = 1) fits the calibration text too closely, and lost
-/// SmolLM2's argmax case; β = 0.5 measured 4% below β = 0.3 in the calibration text's domain
-/// on Qwen (means of three draws each, 0.0952 against 0.0988; one draw each of the two overlap)
-/// and the same out of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost" and the section after it).
+/// Weight β of the asymmetric correction ([`Inputs::Asymmetric`], `--calib-correction`): the full
+/// least-squares correction (β = 1) fits the calibration text too closely, and lost SmolLM2's
+/// argmax case; β = 0.5 measured 4% below β = 0.3 in the calibration text's domain on Qwen (means
+/// of three draws each, 0.0952 against 0.0988; one draw each of the two overlap) and the same out
+/// of it, on SmolLM2 the same or lower (docs/BENCHMARKS.md, "Error feedback's settings: quality
+/// against cost").
 pub const DEFAULT_CORRECTION: f64 = 0.5;
 /// Passes of block coordinate descent after each tensor's feedback encode by default
-/// (`--calib-refine`): none. One pass took 2% off Qwen2.5-Coder-0.5B's KLD in domain (about 5%
-/// with `--search 2`) for a fifth more encode time; at 7B width it costs 30% more time and half
-/// an n × n matrix in memory (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). A queue line's `refine=` turns it on for one model.
+/// (`--calib-refine`): none. One pass took 2% off Qwen2.5-Coder-0.5B's KLD in domain (about 5% with
+/// `--search 2`) for a fifth more encode time; at 7B width it costs 30% more time and half an n × n
+/// matrix in memory (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). A
+/// queue line's `refine=` turns it on for one model.
 pub const DEFAULT_REFINE: usize = 0;
 /// The most passes `--calib-refine` takes (each after the first gains less).
 pub const MAX_REFINE: usize = 4;
@@ -101,12 +103,13 @@ pub fn parse_weight(s: &str) -> Option<f64> {
 
 /// Positions at the start of each calibration sequence whose shortfall x° − x the asymmetric
 /// correction leaves out. A sequence's first tokens are the model's attention sink, whose inputs
-/// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs
-/// the shortfall by those inputs, so the sequences' first tokens set the correction in those
-/// dimensions, and on Qwen the correction fitted to them raised the KLD on other text (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). Their moments stay in H: the feedback still protects their outputs.
-/// Leaving them out is established; 4 against 1 or 16 is not (one encode each, within the
-/// spread of two encodes that differ by rounding: "How far apart two encodes of one setting
-/// land"). The telemetry records it (`sink_positions`).
+/// carry a few dimensions far larger than other tokens' (its massive activations): ΔC weighs the
+/// shortfall by those inputs, so the sequences' first tokens set the correction in those
+/// dimensions, and on Qwen the correction fitted to them raised the KLD on other text
+/// (docs/BENCHMARKS.md, "Error feedback's settings: quality against cost"). Their moments stay in
+/// H: the feedback still protects their outputs. Leaving them out is established; 4 against 1 or 16
+/// is not (one encode each, within the spread of two encodes that differ by rounding: up to 3%
+/// apart at 3.3 bpw, as the same section says). The telemetry records it (`sink_positions`).
 pub const SINK_POSITIONS: usize = 4;
 
 /// The calibration text the repository ships (`scripts/calib-text.sh`: the GPL-3 and LGPL-2.1
@@ -115,8 +118,9 @@ pub const SINK_POSITIONS: usize = 4;
 /// configured calibrates on. Not the gate's text (the demo scores Apache-2.0).
 pub const SHIPPED_TEXT: &str = include_str!("../../../../assets/calib/calib.txt");
 
-/// Which weights compute a stage's input from the one before, and what each tensor is aimed
-/// at. Measured against each other in docs/BENCHMARKS.md ("Error feedback's settings: quality against cost").
+/// Which weights compute a stage's input from the one before, and what each tensor is aimed at.
+/// Measured against each other in docs/BENCHMARKS.md ("Error feedback's settings: quality against
+/// cost").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inputs {
@@ -127,8 +131,8 @@ pub enum Inputs {
     /// (one forward pass, no correction; Qwen2.5-Coder-0.5B 4.6–5.1× a plain encode against
     /// 7.4–8.1×)
     F16,
-    /// the inputs as the knot will give them, and each tensor aimed at the f16's outputs over
-    /// the f16's inputs ([`super::Target`]; asymmetric calibration, as GPTAQ does it), the attention
+    /// the inputs as the knot will give them, and each tensor aimed at the f16's outputs over the
+    /// f16's inputs ([`super::Target`]; asymmetric calibration, as GPTAQ does it), the attention
     /// sink left out of the correction ([`SINK_POSITIONS`]): the default, 4–21% lower KLD than
     /// [`Inputs::F16`] on both fixtures, in the calibration text's domain and out of it
     Asymmetric,
